@@ -1,0 +1,227 @@
+/// @file hoccl.h
+/// The public C API of hoccl: NCCL 2.28 semantics with the `hoccl` prefix and NCCL's enum values.
+/// This header needs no CUDA headers: streams are opaque `hocclStream_t` handles (a `cudaStream_t` cast to it).
+#ifndef HOCCL_HOCCL_H_
+#define HOCCL_HOCCL_H_
+
+#include <limits.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// Library version: 0.1.0.
+#define HOCCL_MAJOR 0
+#define HOCCL_MINOR 1
+#define HOCCL_PATCH 0
+/// Version code as returned by hocclGetVersion (MAJOR*10000 + MINOR*100 + PATCH).
+#define HOCCL_VERSION_CODE (HOCCL_MAJOR * 10000 + HOCCL_MINOR * 100 + HOCCL_PATCH)
+
+/// Opaque communicator handle.
+typedef struct hocclComm* hocclComm_t;
+/// The null communicator.
+#define HOCCL_COMM_NULL NULL
+/// Opaque stream handle (a cudaStream_t where CUDA is used; NULL for host memory, synchronous completion).
+typedef struct hocclStreamOpaque* hocclStream_t;
+
+/// Size of the unique id in bytes.
+#define HOCCL_UNIQUE_ID_BYTES 128
+/// The job's unique id: magic, version, root address and port, 128-bit secret. Passed by value.
+typedef struct { char internal[HOCCL_UNIQUE_ID_BYTES]; } hocclUniqueId;
+
+/// Result codes (same values as ncclResult_t).
+typedef enum {
+  hocclSuccess = 0,
+  hocclUnhandledCudaError = 1,
+  hocclSystemError = 2,
+  hocclInternalError = 3,
+  hocclInvalidArgument = 4,
+  hocclInvalidUsage = 5,
+  hocclRemoteError = 6,
+  hocclInProgress = 7,
+  hocclNumResults = 8
+} hocclResult_t;
+
+/// Reduction operations (same values as ncclRedOp_t). Values >= hocclNumOps are dynamic (PreMulSum) ops.
+typedef enum {
+  hocclSum = 0,
+  hocclProd = 1,
+  hocclMax = 2,
+  hocclMin = 3,
+  hocclAvg = 4,
+  hocclNumOps = 5,
+  hocclMaxRedOp = 0x7fffffff
+} hocclRedOp_t;
+
+/// Data types (same values as ncclDataType_t).
+typedef enum {
+  hocclInt8 = 0, hocclChar = 0,
+  hocclUint8 = 1,
+  hocclInt32 = 2, hocclInt = 2,
+  hocclUint32 = 3,
+  hocclInt64 = 4,
+  hocclUint64 = 5,
+  hocclFloat16 = 6, hocclHalf = 6,
+  hocclFloat32 = 7, hocclFloat = 7,
+  hocclFloat64 = 8, hocclDouble = 8,
+  hocclBfloat16 = 9,
+  hocclFloat8e4m3 = 10,
+  hocclFloat8e5m2 = 11,
+  hocclNumTypes = 12
+} hocclDataType_t;
+
+/// Where the PreMulSum scalar lives: 0 device (or host) pointer read at call time, 1 host value read at creation.
+typedef enum {
+  hocclScalarDevice = 0,
+  hocclScalarHostImmediate = 1
+} hocclScalarResidence_t;
+
+/// Marks a config field as "not set".
+#define HOCCL_CONFIG_UNDEF_INT INT_MIN
+/// Marks a config pointer field as "not set".
+#define HOCCL_CONFIG_UNDEF_PTR NULL
+/// Color that leaves a rank out of hocclCommSplit (it gets HOCCL_COMM_NULL).
+#define HOCCL_SPLIT_NOCOLOR -1
+/// Magic value of a valid hocclConfig_t.
+#define HOCCL_CONFIG_MAGIC 0xcafebeef
+
+/// Communicator configuration, laid out like ncclConfig_t (2.28): read by its size and version.
+typedef struct hocclConfig_v1 {
+  size_t size;                 ///< sizeof(hocclConfig_t) as the caller compiled it
+  unsigned int magic;          ///< HOCCL_CONFIG_MAGIC
+  unsigned int version;        ///< version code of the caller's header
+  int blocking;                ///< 1 (default): init blocks; 0: init returns hocclInProgress, poll CommGetAsyncError
+  int cgaClusterSize;          ///< accepted and ignored (GPU launch tuning)
+  int minCTAs;                 ///< accepted and ignored
+  int maxCTAs;                 ///< accepted and ignored
+  const char* netName;         ///< preferred network transport ("tcp", "ucx", "ibverbs"), NULL = automatic
+  int splitShare;              ///< accepted and ignored
+  int trafficClass;            ///< accepted and ignored
+  const char* commName;        ///< a name shown in logs, NULL = none
+  int collnetEnable;           ///< accepted and ignored
+  int CTAPolicy;               ///< accepted and ignored
+  int shrinkShare;             ///< accepted and ignored
+  int nvlsCTAs;                ///< accepted and ignored
+  int nChannelsPerNetPeer;     ///< accepted and ignored
+  int nvlinkCentricSched;      ///< accepted and ignored
+} hocclConfig_t;
+
+/// Initializer for hocclConfig_t: sets size, magic and version, everything else "undefined".
+#define HOCCL_CONFIG_INITIALIZER {                                                        \
+  sizeof(hocclConfig_t), HOCCL_CONFIG_MAGIC, HOCCL_VERSION_CODE,                          \
+  HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_INT,                 \
+  HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_PTR, HOCCL_CONFIG_UNDEF_INT,                 \
+  HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_PTR, HOCCL_CONFIG_UNDEF_INT,                 \
+  HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_INT,                 \
+  HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_INT }
+
+/// Returns the version code of the library (HOCCL_VERSION_CODE).
+hocclResult_t hocclGetVersion(int* version);
+/// Creates a unique id on the root rank: opens the bootstrap listener and draws a 128-bit secret.
+hocclResult_t hocclGetUniqueId(hocclUniqueId* uniqueId);
+/// Creates a communicator of nranks ranks; every rank calls it with the same id and its own rank.
+hocclResult_t hocclCommInitRank(hocclComm_t* comm, int nranks, hocclUniqueId commId, int rank);
+/// Like hocclCommInitRank with a configuration (may be NULL); config->blocking = 0 makes it non-blocking.
+hocclResult_t hocclCommInitRankConfig(hocclComm_t* comm, int nranks, hocclUniqueId commId, int rank,
+                                      hocclConfig_t* config);
+/// Creates ndev communicators of one clique in this process (one rank per entry; devlist may be NULL).
+/// Each communicator must then be driven by its own thread, or all of them inside one group.
+hocclResult_t hocclCommInitAll(hocclComm_t* comms, int ndev, const int* devlist);
+/// Creates communicators from the launcher environment (HOCCL_COMM_ID + HOCCL_AUTH_TOKEN, rank and size from
+/// HOCCL_RANK/HOCCL_WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_* or SLURM_*). hoccl extension.
+hocclResult_t hocclCommInitFromEnv(hocclComm_t* comm, int* rank, int* nranks);
+/// Creates rank `rank` of `nranks` with the bootstrap root at HOCCL_COMM_ID (host:port, served by rank 0) and the
+/// secret from HOCCL_AUTH_TOKEN; for launchers that start several ranks per process (threads). hoccl extension.
+hocclResult_t hocclCommInitRankFromEnv(hocclComm_t* comm, int nranks, int rank);
+/// Splits comm: ranks with the same color form a new communicator ordered by key (then old rank).
+hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hocclComm_t* newcomm, hocclConfig_t* config);
+/// Waits until every operation of comm has completed.
+hocclResult_t hocclCommFinalize(hocclComm_t comm);
+/// Frees a communicator.
+hocclResult_t hocclCommDestroy(hocclComm_t comm);
+/// Stops every operation of comm (safe from another thread, never blocks on a dead peer) and frees it.
+hocclResult_t hocclCommAbort(hocclComm_t comm);
+/// Returns the asynchronous state of comm (hocclInProgress while a non-blocking init runs, an error after a failure).
+hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError);
+/// Number of ranks in comm.
+hocclResult_t hocclCommCount(const hocclComm_t comm, int* count);
+/// CUDA device of comm, -1 for a host-only communicator.
+hocclResult_t hocclCommCuDevice(const hocclComm_t comm, int* device);
+/// Rank of the caller in comm.
+hocclResult_t hocclCommUserRank(const hocclComm_t comm, int* rank);
+
+/// Creates a PreMulSum op: sum of inputs each multiplied by *scalar (of type datatype) first.
+hocclResult_t hocclRedOpCreatePreMulSum(hocclRedOp_t* op, void* scalar, hocclDataType_t datatype,
+                                        hocclScalarResidence_t residence, hocclComm_t comm);
+/// Destroys an op made by hocclRedOpCreatePreMulSum.
+hocclResult_t hocclRedOpDestroy(hocclRedOp_t op, hocclComm_t comm);
+
+/// Reduces count elements of every rank's sendbuff into recvbuff of every rank.
+hocclResult_t hocclAllReduce(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype,
+                             hocclRedOp_t op, hocclComm_t comm, hocclStream_t stream);
+/// Copies count elements of root's sendbuff into every rank's recvbuff.
+hocclResult_t hocclBroadcast(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype,
+                             int root, hocclComm_t comm, hocclStream_t stream);
+/// Reduces count elements of every rank into root's recvbuff.
+hocclResult_t hocclReduce(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype,
+                          hocclRedOp_t op, int root, hocclComm_t comm, hocclStream_t stream);
+/// Gathers sendcount elements of every rank into recvbuff (rank r's at offset r*sendcount) on every rank.
+hocclResult_t hocclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, hocclDataType_t datatype,
+                             hocclComm_t comm, hocclStream_t stream);
+/// Reduces nranks*recvcount elements; rank r receives block r (recvcount elements).
+hocclResult_t hocclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, hocclDataType_t datatype,
+                                 hocclRedOp_t op, hocclComm_t comm, hocclStream_t stream);
+/// Sends block j (count elements) of sendbuff to rank j, receives rank j's block into block j of recvbuff.
+hocclResult_t hocclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype,
+                            hocclComm_t comm, hocclStream_t stream);
+/// Gathers count elements of every rank into root's recvbuff (rank r's at offset r*count).
+hocclResult_t hocclGather(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype, int root,
+                          hocclComm_t comm, hocclStream_t stream);
+/// Sends block r (count elements) of root's sendbuff to rank r.
+hocclResult_t hocclScatter(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype, int root,
+                           hocclComm_t comm, hocclStream_t stream);
+/// Sends count elements to peer (matched with the peer's hocclRecv in call order).
+hocclResult_t hocclSend(const void* sendbuff, size_t count, hocclDataType_t datatype, int peer, hocclComm_t comm,
+                        hocclStream_t stream);
+/// Receives count elements from peer.
+hocclResult_t hocclRecv(void* recvbuff, size_t count, hocclDataType_t datatype, int peer, hocclComm_t comm,
+                        hocclStream_t stream);
+
+/// Starts a group: calls until the matching hocclGroupEnd are only recorded, then run together.
+hocclResult_t hocclGroupStart(void);
+/// Ends a group and runs its calls (send/recv pairs inside a group never deadlock, whatever their order).
+hocclResult_t hocclGroupEnd(void);
+
+/// Link classes, cheapest first: used by the byte counters and the cost model.
+typedef enum {
+  hocclLinkSelf = 0,         ///< a rank to itself (local copies)
+  hocclLinkIntraHost = 1,    ///< ranks on the same host
+  hocclLinkIntraSwitch = 2,  ///< different hosts under the same switch
+  hocclLinkInterSwitch = 3,  ///< hosts under different switches
+  hocclNumLinkClasses = 4
+} hocclLinkClass_t;
+
+/// Bytes a communicator moved since creation (or the last reset), by link class. hoccl extension.
+typedef struct {
+  unsigned long long bytesSent[hocclNumLinkClasses];      ///< payload bytes sent to peers of each class
+  unsigned long long bytesReceived[hocclNumLinkClasses];  ///< payload bytes received from peers of each class
+} hocclCommCounters_t;
+
+/// Reads the byte counters of comm. hoccl extension.
+hocclResult_t hocclCommGetCounters(hocclComm_t comm, hocclCommCounters_t* counters);
+/// Sets the byte counters of comm to zero. hoccl extension.
+hocclResult_t hocclCommResetCounters(hocclComm_t comm);
+/// Host index (0..nhosts-1, numbered by first rank) and switch index of `rank` in comm. hoccl extension.
+hocclResult_t hocclCommRankLocation(hocclComm_t comm, int rank, int* hostIndex, int* switchIndex);
+
+/// A human-readable string for a result code.
+const char* hocclGetErrorString(hocclResult_t result);
+/// The last error message of this thread (comm may be NULL), or "" if none.
+const char* hocclGetLastError(hocclComm_t comm);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // HOCCL_HOCCL_H_

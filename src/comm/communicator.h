@@ -1,0 +1,80 @@
+/// @file communicator.h
+/// The communicator: bootstrap, topology, one Channel per peer, scratch memory, counters, and the state that the C
+/// API edge needs (async error, abort flag). The collectives go through group.h and the executor.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "boot/bootstrap.h"
+#include "hoccl/hoccl.h"
+#include "topology.h"
+#include "transport.h"
+
+namespace hoccl {
+
+/// Byte counters by link class (atomics: read from any thread).
+struct ByteCounters {
+  std::atomic<unsigned long long> sent[hocclNumLinkClasses] = {};      ///< bytes sent
+  std::atomic<unsigned long long> received[hocclNumLinkClasses] = {};  ///< bytes received
+};
+
+/// A communicator. Created by CommInitRank / CommSplit; one thread drives it at a time.
+class Communicator {
+ public:
+  /// Connects rank `rank` of `nranks` through the bootstrap described by id. `name` appears in logs.
+  Communicator(const boot::UniqueId& id, int rank, int nranks, std::string name);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  /// This rank.
+  int rank() const { return rank_; }
+  /// Number of ranks.
+  int nranks() const { return nranks_; }
+  /// Every rank's info.
+  const std::vector<boot::RankInfo>& rankInfo() const { return bootstrap_->ranks(); }
+  /// The topology (hosts, switches, link classes).
+  const topo::Topology& topology() const { return topology_; }
+  /// The bootstrap (for CommSplit and transports).
+  boot::Bootstrap& bootstrap() { return *bootstrap_; }
+  /// The channel to peer (never null for peer != rank).
+  transport::Channel& channel(int peer);
+  /// The transport name used for peer ("shm", "tcp", "self").
+  const std::string& transportName(int peer) const;
+  /// Scratch memory of at least bytes (grown on demand, kept).
+  void* scratch(size_t bytes);
+  /// Byte counters.
+  ByteCounters& counters() { return counters_; }
+  /// Name used in messages: "comm <name> rank r/n".
+  std::string describe() const;
+  /// Set from any thread by hocclCommAbort; every wait checks it.
+  std::atomic<bool> aborted{false};
+  /// The first asynchronous error (hocclSuccess if none).
+  std::atomic<int> asyncError{hocclSuccess};
+
+ private:
+  int rank_;
+  int nranks_;
+  std::string name_;
+  std::unique_ptr<boot::Bootstrap> bootstrap_;
+  topo::Topology topology_;
+  std::vector<std::unique_ptr<transport::Transport>> transports_;
+  std::map<int, std::unique_ptr<transport::Channel>> channels_;
+  std::vector<std::string> transportOfPeer_;
+  std::vector<char> scratch_;
+  ByteCounters counters_;
+};
+
+}  // namespace hoccl
+
+/// The C handle is the communicator plus a validity stamp (use after destroy is detected).
+struct hocclComm {
+  static constexpr unsigned kAlive = 0x600DC033u;  ///< stamp of a live handle
+  unsigned stamp = kAlive;                         ///< kAlive while valid
+  std::unique_ptr<hoccl::Communicator> impl;       ///< null while a non-blocking init runs
+};

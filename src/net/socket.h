@@ -1,0 +1,98 @@
+/// @file socket.h
+/// Small RAII helpers over BSD sockets used by the bootstrap and the tcp transport: addresses, listeners, connects
+/// with retry until a deadline, whole-buffer reads and writes with deadlines, and the authenticated hello that every
+/// connection of a job sends before anything else.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace hoccl::net {
+
+/// Monotonic clock for deadlines.
+using Clock = std::chrono::steady_clock;
+/// A point in time after which a wait fails.
+using Deadline = Clock::time_point;
+
+/// The deadline HOCCL_TIMEOUT seconds from now (default 300 s).
+Deadline defaultDeadline();
+
+/// An owned file descriptor, closed on destruction.
+class Fd {
+ public:
+  Fd() = default;
+  /// Takes ownership of fd.
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(Fd&& other) noexcept : fd_(other.release()) {}
+  Fd& operator=(Fd&& other) noexcept { if (this != &other) { reset(); fd_ = other.release(); } return *this; }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  /// The raw descriptor (-1 if none).
+  int get() const { return fd_; }
+  /// True if a descriptor is held.
+  explicit operator bool() const { return fd_ >= 0; }
+  /// Gives up ownership.
+  int release() { int f = fd_; fd_ = -1; return f; }
+  /// Closes the descriptor, if any.
+  void reset();
+
+ private:
+  int fd_ = -1;
+};
+
+/// An IPv4 or IPv6 socket address.
+struct Address {
+  sockaddr_storage storage{};  ///< the raw address
+  socklen_t length = 0;        ///< valid bytes of storage
+  /// "host:port" ("[v6]:port" for IPv6).
+  std::string toString() const;
+  /// The port number.
+  int port() const;
+  /// Parses "host:port" (host may be a name, an IPv4 or a bracketed IPv6 address); throws InvalidArgument.
+  static Address parse(const std::string& hostPort);
+};
+
+/// The address this host should be reached at: the first interface matching HOCCL_SOCKET_IFNAME (NCCL syntax:
+/// prefix list, ^ excludes, = exact), else the first non-loopback up interface, else loopback. Port 0.
+Address localAddress();
+
+/// Listens on addr (port 0 picks one); returns the socket and sets *bound to the real address.
+Fd listenOn(const Address& addr, Address* bound);
+/// Accepts one connection, waiting until deadline; throws RemoteError on timeout.
+Fd acceptUntil(int listenFd, Deadline deadline);
+/// Connects to addr, retrying refused connections until deadline; throws RemoteError with `what` on failure.
+Fd connectUntil(const Address& addr, Deadline deadline, const std::string& what);
+
+/// Writes all bytes (blocking socket or not), failing at the deadline or when the peer closes.
+void writeAll(int fd, const void* data, size_t bytes, Deadline deadline, const std::string& what);
+/// Reads exactly bytes, failing at the deadline or when the peer closes.
+void readAll(int fd, void* data, size_t bytes, Deadline deadline, const std::string& what);
+/// Sets O_NONBLOCK.
+void setNonBlocking(int fd);
+/// Sets TCP_NODELAY and large buffers.
+void tuneTcp(int fd);
+
+/// The 128-bit secret of a job.
+using Secret = std::array<uint8_t, 16>;
+/// A fresh random secret from the OS.
+Secret randomSecret();
+
+/// The first message on every connection: proves the secret and says who is calling and why.
+struct Hello {
+  uint64_t tag = 0;    ///< which communicator / purpose (both sides agree)
+  int32_t rank = -1;   ///< caller's rank
+  int32_t index = 0;   ///< connection index (several per peer)
+};
+/// Sends the hello (magic, secret, tag, rank, index).
+void sendHello(int fd, const Secret& secret, const Hello& hello, Deadline deadline);
+/// Reads a hello; returns false (and logs a warning naming the remote address) when the magic or secret is wrong
+/// or the peer sends garbage or nothing within a short time. Nothing else is read from a connection that fails.
+bool readHello(int fd, const Secret& secret, Hello* hello, Deadline deadline);
+
+}  // namespace hoccl::net
