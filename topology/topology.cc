@@ -1,12 +1,25 @@
-// Minimal topology: host and switch grouping from the ids every rank reported. The topology owner extends it
-// (topology file, Slurm, probe, hwloc).
+// Topology: host and switch grouping from the ids every rank reported, synthetic shapes, and the level structure
+// (hierarchy) that HO-Ring runs over.
+//
+// Level structure, with fallback level by level (never fails):
+//   regular    every host has G ranks and every switch H hosts: levels (host: G, switch: H, spine: S)
+//   uneven switches (equal hosts, switches with different host counts): (host: G, hosts: all hosts in one ring)
+//   uneven hosts, equal ranks per switch M: (switch: M ranks of a switch in one ring, spine: S)
+//   otherwise  one flat ring over all ranks, hosts and switches contiguous
+// Levels of size 1 are dropped, so a 1x1xG job is a single host-level ring.
 #include "topology.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/log.h"
 
 namespace hoccl::topo {
 
@@ -22,16 +35,58 @@ Topology build(const std::vector<boot::RankInfo>& ranks) {
   t.nranks = static_cast<int>(ranks.size());
   std::map<std::string, int> hosts, switches;
   std::map<int, int> perHost;
+  std::vector<int> switchOfHost;
   for (const auto& r : ranks) {
-    auto h = hosts.emplace(r.hostId, static_cast<int>(hosts.size())).first->second;
-    auto s = switches.emplace(r.switchId, static_cast<int>(switches.size())).first->second;
+    std::string hostId(r.hostId, strnlen(r.hostId, sizeof(r.hostId)));
+    std::string switchId(r.switchId, strnlen(r.switchId, sizeof(r.switchId)));
+    auto [hit, newHost] = hosts.emplace(hostId, static_cast<int>(hosts.size()));
+    int h = hit->second;
+    if (newHost) {
+      auto sit = switches.emplace(switchId, static_cast<int>(switches.size())).first;
+      if (sit->second == static_cast<int>(t.switchNames.size())) t.switchNames.push_back(switchId);
+      switchOfHost.push_back(sit->second);
+      t.hostNames.push_back(hostId);
+    } else if (t.switchNames[switchOfHost[h]] != switchId) {
+      HOCCL_WARN(kTopo, "rank {} on host '{}' reports switch '{}' but the host's first rank reported '{}'; using '{}'",
+                 r.rank, hostId, switchId, t.switchNames[switchOfHost[h]], t.switchNames[switchOfHost[h]]);
+    }
     t.hostOf.push_back(h);
-    t.switchOf.push_back(s);
+    t.switchOf.push_back(switchOfHost[h]);
     t.localIndex.push_back(perHost[h]++);
   }
   t.nhosts = static_cast<int>(hosts.size());
-  t.nswitches = static_cast<int>(switches.size());
+  t.nswitches = static_cast<int>(t.switchNames.size());
   return t;
+}
+
+Topology fromCounts(const std::vector<std::vector<int>>& hostsRanks) {
+  if (hostsRanks.empty()) throwInvalidArgument("topology shape has no switches");
+  Topology t;
+  for (size_t s = 0; s < hostsRanks.size(); ++s) {
+    if (hostsRanks[s].empty()) throwInvalidArgument(fmt::format("topology shape: switch {} has no hosts", s));
+    t.switchNames.push_back(fmt::format("s{}", s));
+    for (size_t h = 0; h < hostsRanks[s].size(); ++h) {
+      int g = hostsRanks[s][h];
+      if (g <= 0) throwInvalidArgument(fmt::format("topology shape: host {} of switch {} has {} ranks", h, s, g));
+      t.hostNames.push_back(fmt::format("s{}h{}", s, h));
+      for (int l = 0; l < g; ++l) {
+        t.hostOf.push_back(t.nhosts);
+        t.switchOf.push_back(static_cast<int>(s));
+        t.localIndex.push_back(l);
+      }
+      ++t.nhosts;
+    }
+  }
+  t.nswitches = static_cast<int>(hostsRanks.size());
+  t.nranks = static_cast<int>(t.hostOf.size());
+  return t;
+}
+
+Topology fromShape(int switches, int hostsPerSwitch, int ranksPerHost) {
+  if (switches <= 0 || hostsPerSwitch <= 0 || ranksPerHost <= 0)
+    throwInvalidArgument(fmt::format("topology shape {}x{}x{}: every size must be positive", switches,
+                                     hostsPerSwitch, ranksPerHost));
+  return fromCounts(std::vector<std::vector<int>>(switches, std::vector<int>(hostsPerSwitch, ranksPerHost)));
 }
 
 std::string localHostId() {
@@ -44,13 +99,28 @@ std::string localHostId() {
   return std::string(host) + ":" + bootId;
 }
 
-std::string localSwitchId(const std::string&) {
+std::string localSwitchId(const std::string& hostId) {
+  if (const char* file = std::getenv("HOCCL_TOPO_FILE"); file && *file) {
+    SwitchMap map = readTopologyFile(file);
+    std::string s = map.switchOf(hostId);
+    if (s.empty()) {
+      char host[256] = {};
+      gethostname(host, sizeof(host) - 1);
+      s = map.switchOf(host);
+    }
+    if (!s.empty()) return s;
+    HOCCL_WARN(kTopo, "host '{}' is not listed in HOCCL_TOPO_FILE={}; trying HOCCL_SWITCH_ID / SLURM_TOPOLOGY_ADDR",
+               hostId, file);
+  }
   if (const char* env = std::getenv("HOCCL_SWITCH_ID"); env && *env) return env;
   if (const char* env = std::getenv("SLURM_TOPOLOGY_ADDR"); env && *env) {
+    // "spine.leaf.node": the switch is everything before the last component.
     std::string addr = env;
     auto dot = addr.rfind('.');
-    return dot == std::string::npos ? std::string() : addr.substr(0, dot);
+    if (dot != std::string::npos) return addr.substr(0, dot);
   }
+  if (const char* probe = std::getenv("HOCCL_TOPO_PROBE"); probe && std::string(probe) == "1")
+    HOCCL_INFO(kTopo, "HOCCL_TOPO_PROBE=1: the bandwidth probe is not implemented yet; assuming one flat switch");
   return "";
 }
 
@@ -58,6 +128,126 @@ uint64_t hashId(const std::string& id) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : id) { h ^= c; h *= 1099511628211ull; }
   return h;
+}
+
+// ---- level structure ----------------------------------------------------------------------------------------
+
+namespace {
+
+struct Groups {
+  std::vector<std::vector<int>> ranksOfHost;    // host -> ranks in rank order
+  std::vector<std::vector<int>> hostsOfSwitch;  // switch -> hosts in order of first rank
+};
+
+Groups groups(const Topology& t) {
+  Groups g;
+  g.ranksOfHost.resize(t.nhosts);
+  g.hostsOfSwitch.resize(t.nswitches);
+  for (int r = 0; r < t.nranks; ++r) {
+    auto& hr = g.ranksOfHost[t.hostOf[r]];
+    if (hr.empty()) g.hostsOfSwitch[t.switchOf[r]].push_back(t.hostOf[r]);
+    hr.push_back(r);
+  }
+  return g;
+}
+
+template <class V>
+bool allSameSize(const std::vector<V>& v) {
+  return std::all_of(v.begin(), v.end(), [&](const V& x) { return x.size() == v.front().size(); });
+}
+
+// Fills rankAt from coord and drops levels of size 1.
+void finish(Hierarchy& h, int nranks) {
+  for (int lv = h.levels() - 1; lv >= 0; --lv) {
+    if (h.sizes[lv] > 1) continue;
+    h.sizes.erase(h.sizes.begin() + lv);
+    h.names.erase(h.names.begin() + lv);
+    for (auto& c : h.coord) c.erase(c.begin() + lv);
+  }
+  h.rankAt.assign(nranks, -1);
+  for (int r = 0; r < nranks; ++r) {
+    size_t idx = 0, mul = 1;
+    for (int lv = 0; lv < h.levels(); ++lv) { idx += h.coord[r][lv] * mul; mul *= h.sizes[lv]; }
+    h.rankAt[idx] = r;
+  }
+}
+
+}  // namespace
+
+int Hierarchy::neighbour(int rank, int level, int value) const {
+  size_t idx = 0, mul = 1;
+  for (int lv = 0; lv < levels(); ++lv) {
+    idx += static_cast<size_t>(lv == level ? value : coord[rank][lv]) * mul;
+    mul *= sizes[lv];
+  }
+  return rankAt[idx];
+}
+
+std::vector<int> flatRingOrder(const Topology& t) {
+  Groups g = groups(t);
+  std::vector<int> order;
+  for (const auto& hosts : g.hostsOfSwitch)
+    for (int host : hosts) order.insert(order.end(), g.ranksOfHost[host].begin(), g.ranksOfHost[host].end());
+  return order;
+}
+
+Hierarchy hierarchy(const Topology& t) {
+  Hierarchy h;
+  h.coord.assign(t.nranks, {});
+  if (t.nranks <= 0) return h;
+  Groups g = groups(t);
+  bool evenHosts = allSameSize(g.ranksOfHost);
+  bool evenSwitches = allSameSize(g.hostsOfSwitch);
+  if (evenHosts && evenSwitches) {
+    h.sizes = {static_cast<int>(g.ranksOfHost[0].size()), static_cast<int>(g.hostsOfSwitch[0].size()), t.nswitches};
+    h.names = {"host", "switch", "spine"};
+    h.note = "regular";
+    for (int s = 0; s < t.nswitches; ++s)
+      for (size_t hp = 0; hp < g.hostsOfSwitch[s].size(); ++hp)
+        for (int r : g.ranksOfHost[g.hostsOfSwitch[s][hp]]) h.coord[r] = {t.localIndex[r], static_cast<int>(hp), s};
+  } else if (evenHosts) {
+    h.sizes = {static_cast<int>(g.ranksOfHost[0].size()), t.nhosts};
+    h.names = {"host", "hosts"};
+    h.note = "switches have different host counts: all hosts form one level";
+    int hp = 0;
+    for (const auto& hosts : g.hostsOfSwitch)
+      for (int host : hosts) {
+        for (int r : g.ranksOfHost[host]) h.coord[r] = {t.localIndex[r], hp};
+        ++hp;
+      }
+  } else {
+    std::vector<std::vector<int>> ranksOfSwitch(t.nswitches);
+    for (int s = 0; s < t.nswitches; ++s)
+      for (int host : g.hostsOfSwitch[s])
+        ranksOfSwitch[s].insert(ranksOfSwitch[s].end(), g.ranksOfHost[host].begin(), g.ranksOfHost[host].end());
+    if (allSameSize(ranksOfSwitch)) {
+      h.sizes = {static_cast<int>(ranksOfSwitch[0].size()), t.nswitches};
+      h.names = {"switch", "spine"};
+      h.note = "hosts have different rank counts: the ranks of a switch form one level";
+      for (int s = 0; s < t.nswitches; ++s)
+        for (size_t i = 0; i < ranksOfSwitch[s].size(); ++i) h.coord[ranksOfSwitch[s][i]] = {static_cast<int>(i), s};
+    } else {
+      h.sizes = {t.nranks};
+      h.names = {"all"};
+      h.note = "hosts and switches are uneven: one flat ring (hosts and switches contiguous)";
+      std::vector<int> order = flatRingOrder(t);
+      for (size_t i = 0; i < order.size(); ++i) h.coord[order[i]] = {static_cast<int>(i)};
+    }
+  }
+  finish(h, t.nranks);
+  return h;
+}
+
+std::vector<std::vector<int>> levelRings(const Hierarchy& h, int level) {
+  std::vector<std::vector<int>> rings;
+  if (level < 0 || level >= h.levels()) return rings;
+  for (size_t r = 0; r < h.coord.size(); ++r) {
+    if (h.coord[r][level] != 0) continue;
+    std::vector<int> ring;
+    for (int v = 0; v < h.sizes[level]; ++v) ring.push_back(h.neighbour(static_cast<int>(r), level, v));
+    rings.push_back(std::move(ring));
+  }
+  return rings;
 }
 
 }  // namespace hoccl::topo

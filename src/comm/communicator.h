@@ -56,6 +56,8 @@ class Communicator {
   std::atomic<bool> aborted{false};
   /// The first asynchronous error (hocclSuccess if none).
   std::atomic<int> asyncError{hocclSuccess};
+  /// Number of executor runs using this communicator right now (hocclCommAbort waits for them to leave).
+  std::atomic<int> inFlight{0};
 
  private:
   int rank_;
@@ -72,9 +74,13 @@ class Communicator {
 
 }  // namespace hoccl
 
-/// The C handle is the communicator plus a validity stamp (use after destroy is detected).
+/// The C handle: the communicator plus a validity stamp. Destroyed handles keep their (small) memory with a dead
+/// stamp, so that a use after destroy is reported instead of crashing.
 struct hocclComm {
   static constexpr unsigned kAlive = 0x600DC033u;  ///< stamp of a live handle
-  unsigned stamp = kAlive;                         ///< kAlive while valid
+  static constexpr unsigned kDead = 0xDEADC033u;   ///< stamp after destroy/abort
+  std::atomic<unsigned> stamp{kAlive};             ///< kAlive while valid
   std::unique_ptr<hoccl::Communicator> impl;       ///< null while a non-blocking init runs
+  std::atomic<int> initResult{hocclSuccess};       ///< hocclInProgress while a non-blocking init runs
+  std::string initError;                           ///< message of a failed non-blocking init
 };

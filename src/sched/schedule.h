@@ -96,6 +96,7 @@ struct CollArgs {
   size_t count = 0;          ///< element count as the C API takes it
   int root = 0;              ///< root rank for Broadcast/Reduce/Gather/Scatter
   size_t chunkCount = 0;     ///< pipelining chunk in elements (0 = algorithm default)
+  bool inPlace = false;      ///< input and output alias as the C API defines in-place (lets algorithms skip staging)
 };
 
 /// Element count of the input and output buffers for args (per rank), e.g. AllGather: {count, count*nranks}.

@@ -1,0 +1,25 @@
+/// @file reduce_cuda.h
+/// Host launchers for the CUDA reduction kernels (kernels/cuda/reduce_kernels.cu). This header needs no CUDA
+/// headers: streams are passed as hocclStream_t (a cudaStream_t cast to it; NULL is the legacy default stream) and
+/// results are CUDA error codes as int (0 = cudaSuccess). All pointers are device (or managed) memory. The kernels
+/// use the functors of kernels/reduce_ops.h, so they compute exactly what hoccl::kernels::reduce computes on the CPU.
+#pragma once
+
+#include <cstddef>
+
+#include "hoccl/hoccl.h"
+#include "kernels/cpu/reduce.h"
+
+/// Enqueues dst[i] = op(a[i], b[i]) for n elements on `stream`. dst may equal a or b exactly.
+/// Returns 0 on success, cudaErrorInvalidValue (1) for an invalid type, else the launch's CUDA error code.
+int hocclCudaReduce(void* dst, const void* a, const void* b, size_t n, hocclDataType_t dt,
+                    hoccl::kernels::BinOp op, hocclStream_t stream);
+
+/// Enqueues dst[i] = src[i] * scalar (PreMulSum). `scalar` is one element of type dt in host memory, read before
+/// the call returns. dst may equal src. Returns 0 or a CUDA error code.
+int hocclCudaScale(void* dst, const void* src, size_t n, hocclDataType_t dt, const void* scalar,
+                   hocclStream_t stream);
+
+/// Enqueues data[i] = data[i] / divisor (Avg post-division, same rules as hoccl::kernels::divide).
+/// Returns 0, cudaErrorInvalidValue (1) for an invalid type or divisor < 1, or a CUDA error code.
+int hocclCudaDivide(void* data, size_t n, hocclDataType_t dt, int divisor, hocclStream_t stream);

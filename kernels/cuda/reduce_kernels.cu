@@ -1,0 +1,117 @@
+// CUDA reduction kernels: one grid-stride template per operation shape, instantiated for every hoccl data type
+// with the functors of kernels/reduce_ops.h (the CPU unit tests check those functors, so the GPU math is the
+// tested math). Launch: 512 threads per block, enough blocks to cover n (capped; the loop strides over the rest).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cuda/reduce_cuda.h"
+#include "kernels/reduce_ops.h"
+
+namespace hoccl::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr size_t kMaxBlocks = 65535;
+
+/// dst[i] = op(a[i], b[i]). No __restrict__: dst may alias a or b element for element.
+template <typename T, typename Op>
+__global__ void binaryKernel(T* dst, const T* a, const T* b, size_t n, Op op) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = op(a[i], b[i]);
+}
+
+/// dst[i] = f(src[i]).
+template <typename T, typename F>
+__global__ void unaryKernel(T* dst, const T* src, size_t n, F f) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = f(src[i]);
+}
+
+/// Multiplication by a captured scalar (PreMulSum).
+template <typename T>
+struct ScaleBy {
+  T scalar;
+  __device__ T operator()(T x) const { return FuncProd<T>()(x, scalar); }
+};
+
+unsigned blocksFor(size_t n) {
+  const size_t blocks = (n + kThreads - 1) / kThreads;
+  return unsigned(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+template <typename T, typename Op>
+int launchBinary(void* dst, const void* a, const void* b, size_t n, cudaStream_t s) {
+  binaryKernel<T, Op><<<blocksFor(n), kThreads, 0, s>>>(static_cast<T*>(dst), static_cast<const T*>(a),
+                                                       static_cast<const T*>(b), n, Op());
+  return int(cudaGetLastError());
+}
+
+template <typename T>
+int launchReduce(void* dst, const void* a, const void* b, size_t n, BinOp op, cudaStream_t s) {
+  switch (op) {
+    case BinOp::Sum: return launchBinary<T, FuncSum<T>>(dst, a, b, n, s);
+    case BinOp::Prod: return launchBinary<T, FuncProd<T>>(dst, a, b, n, s);
+    case BinOp::Max: return launchBinary<T, FuncMax<T>>(dst, a, b, n, s);
+    case BinOp::Min: return launchBinary<T, FuncMin<T>>(dst, a, b, n, s);
+  }
+  return int(cudaErrorInvalidValue);
+}
+
+/// Calls fn(T()) for the storage type of dt; returns cudaErrorInvalidValue for an invalid type.
+template <typename Fn>
+int withType(hocclDataType_t dt, Fn&& fn) {
+  switch (dt) {
+    case hocclInt8: return fn(int8_t());
+    case hocclUint8: return fn(uint8_t());
+    case hocclInt32: return fn(int32_t());
+    case hocclUint32: return fn(uint32_t());
+    case hocclInt64: return fn(int64_t());
+    case hocclUint64: return fn(uint64_t());
+    case hocclFloat16: return fn(half_t());
+    case hocclFloat32: return fn(float());
+    case hocclFloat64: return fn(double());
+    case hocclBfloat16: return fn(bf16_t());
+    case hocclFloat8e4m3: return fn(fp8e4m3_t());
+    case hocclFloat8e5m2: return fn(fp8e5m2_t());
+    default: return int(cudaErrorInvalidValue);
+  }
+}
+
+}  // namespace
+}  // namespace hoccl::kernels::cuda
+
+using namespace hoccl::kernels::cuda;
+
+int hocclCudaReduce(void* dst, const void* a, const void* b, size_t n, hocclDataType_t dt,
+                    hoccl::kernels::BinOp op, hocclStream_t stream) {
+  if (n == 0) return int(cudaSuccess);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  return withType(dt, [&](auto tag) { return launchReduce<decltype(tag)>(dst, a, b, n, op, s); });
+}
+
+int hocclCudaScale(void* dst, const void* src, size_t n, hocclDataType_t dt, const void* scalar,
+                   hocclStream_t stream) {
+  if (n == 0) return int(cudaSuccess);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  return withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    ScaleBy<T> f;
+    std::memcpy(&f.scalar, scalar, sizeof(T));
+    unaryKernel<<<blocksFor(n), kThreads, 0, s>>>(static_cast<T*>(dst), static_cast<const T*>(src), n, f);
+    return int(cudaGetLastError());
+  });
+}
+
+int hocclCudaDivide(void* data, size_t n, hocclDataType_t dt, int divisor, hocclStream_t stream) {
+  if (divisor < 1) return int(cudaErrorInvalidValue);
+  if (n == 0) return int(cudaSuccess);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  return withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const hoccl::FuncDivide<T> f(divisor);
+    unaryKernel<<<blocksFor(n), kThreads, 0, s>>>(static_cast<T*>(data), static_cast<const T*>(data), n, f);
+    return int(cudaGetLastError());
+  });
+}

@@ -1,0 +1,24 @@
+/// @file reduce.cc
+/// reduce_perf: the root receives the reduction of every rank's `count` elements (other ranks' output is
+/// undefined and not checked). size = count x type size; busbw = algbw.
+#include "perf.h"
+
+namespace {
+
+using namespace hoccl_perf;
+
+Counts counts(size_t count, size_t, int) { return {count, count, count, 0, 0}; }
+double busFactor(int) { return 1.0; }
+double algBytes(size_t count, size_t elt, int) { return static_cast<double>(count * elt); }
+void expected(std::vector<Block>& out, size_t count, int rank, int, int root) {
+  if (rank == root) out.push_back({0, count, kReduceAll, 0});
+}
+hocclResult_t run(const CallArgs& a) {
+  return hocclReduce(a.send, a.recv, a.count, a.type, a.op, a.root, a.comm, nullptr);
+}
+
+const CollTest kTest{"reduce_perf", true, true, counts, busFactor, algBytes, expected, run};
+
+}  // namespace
+
+int main(int argc, char** argv) { return hoccl_perf::perfMain(argc, argv, kTest); }

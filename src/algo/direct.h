@@ -1,0 +1,13 @@
+/// @file direct.h
+/// Direct pairwise exchange: all-to-all, gather and scatter as one step of concurrent sends and receives.
+#pragma once
+
+#include "sched/schedule.h"
+#include "topology.h"
+
+namespace hoccl::algo {
+
+/// Direct schedule for args.rank (AlltoAll, Gather, Scatter).
+sched::Schedule directSchedule(const sched::CollArgs& args, const topo::Topology& topo);
+
+}  // namespace hoccl::algo

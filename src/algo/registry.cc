@@ -1,0 +1,84 @@
+// The algorithm registry and the per-call choice (see registry.h).
+#include "algo/registry.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "algo/direct.h"
+#include "algo/ring.h"
+#include "algo/tuner.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/params.h"
+#if __has_include("algo/ho_ring.h")
+#include "algo/ho_ring.h"
+#define HOCCL_HAVE_HO_RING 1
+#endif
+
+namespace hoccl::algo {
+namespace {
+
+using sched::Coll;
+
+bool ringSupports(Coll c) {
+  return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::AllGather || c == Coll::Broadcast ||
+         c == Coll::Reduce;
+}
+bool directSupports(Coll c) { return c == Coll::AlltoAll || c == Coll::Gather || c == Coll::Scatter; }
+bool always(const sched::CollArgs&, const topo::Topology&) { return true; }
+
+#ifdef HOCCL_HAVE_HO_RING
+bool hoRingSupports(Coll c) { return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::AllGather; }
+#endif
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+}  // namespace
+
+const std::vector<Algorithm>& all() {
+  static const std::vector<Algorithm> table = {
+      {"ring", ringSupports, always, ringSchedule},
+#ifdef HOCCL_HAVE_HO_RING
+      {"ho_ring", hoRingSupports, hoRingApplicable, hoRingSchedule},
+#endif
+      {"direct", directSupports, always, directSchedule},
+  };
+  return table;
+}
+
+std::string validNames() {
+  std::string names;
+  for (const auto& a : all()) names += (names.empty() ? "" : ", ") + std::string(a.name);
+  return names;
+}
+
+const Algorithm& byName(const std::string& name) {
+  std::string want = lower(name);
+  if (want == "horing" || want == "ho-ring") want = "ho_ring";
+  for (const auto& a : all())
+    if (want == a.name) return a;
+  throwInvalidArgument("unknown algorithm '" + name + "' in HOCCL_ALGO; valid names: " + validNames());
+}
+
+std::vector<const Algorithm*> candidates(const sched::CollArgs& args, const topo::Topology& topo) {
+  std::vector<const Algorithm*> out;
+  for (const auto& a : all())
+    if (a.supports(args.coll) && a.applicable(args, topo)) out.push_back(&a);
+  return out;
+}
+
+const Algorithm& choose(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize) {
+  if (auto forced = params::get("ALGO")) {
+    const Algorithm& a = byName(*forced);
+    if (a.supports(args.coll) && a.applicable(args, topo)) return a;
+    HOCCL_INFO(kTuning, "HOCCL_ALGO={} does not apply to {}; using the default", *forced, sched::collName(args.coll));
+  }
+  auto c = candidates(args, topo);
+  if (c.empty()) throwInternalError(std::string("no algorithm implements ") + sched::collName(args.coll));
+  return tune(args, topo, elemSize, c);
+}
+
+}  // namespace hoccl::algo

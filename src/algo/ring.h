@@ -1,0 +1,23 @@
+/// @file ring.h
+/// Flat ring algorithms (the yardstick): pipelined ring all-reduce, reduce-scatter, all-gather, and chained
+/// broadcast and reduce. The ring visits ranks host by host and switch by switch (ringOrder) so that, of its N
+/// edges, as few as possible cross hosts and switches.
+#pragma once
+
+#include <vector>
+
+#include "sched/schedule.h"
+#include "topology.h"
+
+namespace hoccl::algo {
+
+/// The ring order: ranks sorted by (switch, host, local index).
+std::vector<int> ringOrder(const topo::Topology& topo);
+
+/// Ring schedule for args.rank (AllReduce, ReduceScatter, AllGather, Broadcast, Reduce).
+sched::Schedule ringSchedule(const sched::CollArgs& args, const topo::Topology& topo);
+
+/// The first element of block b when count elements are split into n nearly equal blocks.
+size_t blockStart(size_t count, int n, int b);
+
+}  // namespace hoccl::algo

@@ -1,0 +1,119 @@
+// Encoding of hocclUniqueId and the two ways to make one: GetUniqueId (random secret, fresh listener) and the
+// launcher environment (HOCCL_COMM_ID + HOCCL_AUTH_TOKEN, rank 0 serves the root).
+#include <cstring>
+#include <random>
+
+#include "boot/bootstrap.h"
+#include "boot/root_server.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/params.h"
+
+namespace hoccl::boot {
+namespace {
+
+struct IdWire {
+  uint32_t magic;
+  uint32_t version;
+  uint64_t nonce;
+  uint8_t secret[16];
+  uint32_t addrLength;
+  uint8_t addr[sizeof(sockaddr_in6)];
+};
+static_assert(sizeof(IdWire) <= HOCCL_UNIQUE_ID_BYTES, "unique id layout too large");
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// 128 bits derived from the token text: two independent FNV-1a streams, each finished with a strong mixer.
+net::Secret secretFromToken(const std::string& token) {
+  uint64_t a = 1469598103934665603ull, b = 0x84222325cbf29ce4ull;
+  for (unsigned char c : token) {
+    a = (a ^ c) * 1099511628211ull;
+    b = (b ^ (c + 0x5bu)) * 0x100000001b3ull;
+  }
+  a = mix(a ^ token.size());
+  b = mix(b + a);
+  net::Secret s{};
+  std::memcpy(s.data(), &a, 8);
+  std::memcpy(s.data() + 8, &b, 8);
+  return s;
+}
+
+}  // namespace
+
+hocclUniqueId encode(const UniqueId& id) {
+  hocclUniqueId out{};
+  IdWire w{};
+  w.magic = id.magic;
+  w.version = id.version;
+  w.nonce = id.nonce;
+  std::memcpy(w.secret, id.secret.data(), 16);
+  w.addrLength = id.root.length;
+  std::memcpy(w.addr, &id.root.storage, std::min<size_t>(id.root.length, sizeof(w.addr)));
+  std::memcpy(out.internal, &w, sizeof(w));
+  return out;
+}
+
+UniqueId decode(const hocclUniqueId& raw) {
+  IdWire w{};
+  std::memcpy(&w, raw.internal, sizeof(w));
+  if (w.magic != kUniqueIdMagic)
+    throwInvalidArgument("the unique id is not a hoccl id (bad magic): pass every rank the bytes that "
+                         "hocclGetUniqueId produced on the root, unchanged");
+  if (w.version != HOCCL_VERSION_CODE)
+    throwInvalidArgument(fmt::format("the unique id comes from hoccl version {} but this is {}: run the same "
+                                     "version on every rank", w.version, HOCCL_VERSION_CODE));
+  if (w.addrLength == 0 || w.addrLength > sizeof(w.addr)) throwInvalidArgument("the unique id has no root address");
+  UniqueId id;
+  id.magic = w.magic;
+  id.version = w.version;
+  id.nonce = w.nonce;
+  std::memcpy(id.secret.data(), w.secret, 16);
+  id.root.length = w.addrLength;
+  std::memcpy(&id.root.storage, w.addr, w.addrLength);
+  return id;
+}
+
+UniqueId createUniqueId() {
+  UniqueId id;
+  id.magic = kUniqueIdMagic;
+  id.version = HOCCL_VERSION_CODE;
+  id.secret = net::randomSecret();
+  net::Secret nonceBytes = net::randomSecret();
+  std::memcpy(&id.nonce, nonceBytes.data(), sizeof(id.nonce));
+  net::Fd listener = net::listenOn(net::localAddress(), &id.root);
+  HOCCL_INFO(kBootstrap, "bootstrap root listening on {}", id.root.toString());
+  startRootServer(std::move(listener), id);
+  return id;
+}
+
+UniqueId uniqueIdFromEnvironment(int rank) {
+  auto commId = params::get("COMM_ID");
+  if (!commId)
+    throwInvalidUsage("launcher-style init needs HOCCL_COMM_ID=host:port (the address rank 0 listens on) and "
+                      "HOCCL_AUTH_TOKEN; start the job with hoccl-run, or set them for every rank");
+  auto token = params::get("AUTH_TOKEN");
+  if (!token)
+    throwInvalidUsage("HOCCL_COMM_ID is set but HOCCL_AUTH_TOKEN is not: every rank needs the same secret token "
+                      "(for example from `openssl rand -hex 16`); hoccl-run sets one for you");
+  UniqueId id;
+  id.magic = kUniqueIdMagic;
+  id.version = HOCCL_VERSION_CODE;
+  id.root = net::Address::parse(*commId);
+  id.secret = secretFromToken(*token);
+  id.nonce = mix(id.secret[0] | (uint64_t(id.secret[5]) << 8) | (uint64_t(id.root.port()) << 16));
+  if (rank == 0) {
+    net::Address bound;
+    net::Fd listener = net::listenOn(id.root, &bound);
+    HOCCL_INFO(kBootstrap, "rank 0 serves the bootstrap root on {} (HOCCL_COMM_ID)", bound.toString());
+    startRootServer(std::move(listener), id);
+  }
+  return id;
+}
+
+}  // namespace hoccl::boot

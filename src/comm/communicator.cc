@@ -1,0 +1,89 @@
+// Communicator set-up: bootstrap, topology, one channel per peer from the first transport that reaches it.
+#include "comm/communicator.h"
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "transports/registry.h"
+
+namespace hoccl {
+namespace {
+
+boot::RankInfo describeSelf() {
+  boot::RankInfo self;
+  self.pid = static_cast<int32_t>(getpid());
+  std::string hostId = topo::localHostId();
+  std::string switchId = topo::localSwitchId(hostId);
+  gethostname(self.hostname, sizeof(self.hostname) - 1);
+  std::strncpy(self.hostId, hostId.c_str(), sizeof(self.hostId) - 1);
+  std::strncpy(self.switchId, switchId.c_str(), sizeof(self.switchId) - 1);
+  self.hostHash = topo::hashId(hostId);
+  self.switchHash = switchId.empty() ? 0 : topo::hashId(switchId);
+  return self;
+}
+
+}  // namespace
+
+Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::string name)
+    : rank_(rank), nranks_(nranks), name_(std::move(name)) {
+  log::setThreadRank(rank);
+  bootstrap_ = std::make_unique<boot::Bootstrap>(id, rank, nranks, describeSelf());
+  topology_ = topo::build(bootstrap_->ranks());
+  transports_ = transport::makeTransports();
+
+  transport::ConnectContext ctx;
+  ctx.bootstrap = bootstrap_.get();
+  ctx.rank = rank;
+  ctx.nranks = nranks;
+  ctx.peers = bootstrap_->ranks();
+  ctx.jobTag = fmt::format("{:016x}-{}", bootstrap_->commTag(), ctx.peers[0].pid);
+
+  transportOfPeer_.assign(nranks, "self");
+  std::vector<std::vector<int>> peersOf(transports_.size());
+  for (int p = 0; p < nranks; ++p) {
+    if (p == rank) continue;
+    for (size_t t = 0; t < transports_.size(); ++t) {
+      if (transports_[t]->canConnect(ctx, p)) {
+        peersOf[t].push_back(p);
+        transportOfPeer_[p] = transports_[t]->name();
+        break;
+      }
+    }
+    if (transportOfPeer_[p] == "self")
+      throwInternalError(fmt::format("rank {}: no transport can reach rank {}", rank, p));
+  }
+  for (size_t t = 0; t < transports_.size(); ++t) {
+    auto channels = transports_[t]->connect(ctx, peersOf[t]);
+    for (auto& [peer, ch] : channels) channels_[peer] = std::move(ch);
+  }
+  HOCCL_INFO(kInit, "{}: ready ({} hosts, {} switches)", describe(), topology_.nhosts, topology_.nswitches);
+}
+
+Communicator::~Communicator() = default;
+
+transport::Channel& Communicator::channel(int peer) {
+  auto it = channels_.find(peer);
+  if (it == channels_.end())
+    throwInternalError(fmt::format("{}: no channel to rank {}", describe(), peer));
+  return *it->second;
+}
+
+const std::string& Communicator::transportName(int peer) const { return transportOfPeer_.at(peer); }
+
+void* Communicator::scratch(size_t bytes) {
+  if (scratch_.size() < bytes) {
+    scratch_.clear();
+    scratch_.shrink_to_fit();
+    scratch_.resize(bytes);
+  }
+  return scratch_.data();
+}
+
+std::string Communicator::describe() const {
+  return fmt::format("{}rank {}/{} (pid {})", name_.empty() ? "" : "comm '" + name_ + "' ", rank_, nranks_, getpid());
+}
+
+}  // namespace hoccl

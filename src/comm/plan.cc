@@ -1,0 +1,175 @@
+// Planning: ops -> executor tasks (see plan.h).
+#include "comm/plan.h"
+
+#include <map>
+
+#include "algo/registry.h"
+#include "comm/redop.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/params.h"
+
+namespace hoccl {
+namespace {
+
+using sched::Coll;
+
+constexpr size_t kAlign = 64;
+size_t alignUp(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+kernels::BinOp binOpOf(hocclRedOp_t op) {
+  switch (op) {
+    case hocclProd: return kernels::BinOp::Prod;
+    case hocclMax: return kernels::BinOp::Max;
+    case hocclMin: return kernels::BinOp::Min;
+    default: return kernels::BinOp::Sum;  // sum, avg (then divide), premulsum (after scaling)
+  }
+}
+
+bool rootOnlyOutput(Coll c) { return c == Coll::Reduce || c == Coll::Gather; }
+
+// One collective: schedule, binding, hooks. Scratch is bound later (it is shared by the comm's tasks).
+struct Planned {
+  exec::Task task;
+  size_t prescaleBytes = 0;  // bytes of scaled input placed at the start of scratch (PreMulSum)
+};
+
+Planned planCollective(const Op& op) {
+  Communicator& comm = *op.comm;
+  const size_t elem = kernels::typeSize(op.dtype);
+  sched::CollArgs args;
+  args.coll = op.coll;
+  args.rank = comm.rank();
+  args.nranks = comm.nranks();
+  args.count = op.count;
+  args.root = op.root;
+  args.chunkCount = std::max<size_t>(1, static_cast<size_t>(params::getInt("CHUNK_SIZE")) / elem);
+  auto premul = findPreMulSum(op.op);
+  args.inPlace = isInPlace(op) && !premul;  // a scaled copy of the input is never aliased
+
+  const algo::Algorithm& alg = algo::choose(args, comm.topology(), elem);
+  Planned p;
+  p.task.comm = &comm;
+  p.task.schedule = alg.generate(args, comm.topology());
+  p.task.what = describeOp(op) + " [" + alg.name + "]";
+  p.task.binding.elemSize = elem;
+  p.task.binding.dtype = op.dtype;
+  p.task.binding.op = binOpOf(op.op);
+  p.task.binding.buffers = {const_cast<char*>(static_cast<const char*>(op.sendbuf)), static_cast<char*>(op.recvbuf),
+                            nullptr};
+  const sched::BufferCounts counts = sched::bufferCounts(args);
+  const bool hasOutput = !rootOnlyOutput(op.coll) || comm.rank() == op.root;
+
+  if (premul) {
+    p.prescaleBytes = alignUp(counts.input * elem);
+    PreMulSumOp pm = *premul;
+    const void* input = op.sendbuf;
+    size_t n = counts.input;
+    hocclDataType_t dt = op.dtype;
+    p.task.before = [pm, input, n, dt, &comm]() {
+      const void* scalar = pm.residence == hocclScalarHostImmediate ? pm.value.data() : pm.pointer;
+      kernels::scale(comm.scratch(0), input, n, dt, scalar);
+    };
+  }
+  if (op.op == hocclAvg && hasOutput) {
+    void* out = op.recvbuf;
+    size_t n = counts.output;
+    hocclDataType_t dt = op.dtype;
+    int divisor = comm.nranks();
+    p.task.after = [out, n, dt, divisor]() { kernels::divide(out, n, dt, divisor); };
+  }
+  return p;
+}
+
+// All point-to-point ops of one communicator as one step. Counts are in bytes (element size 1); a rank's sends to
+// itself are paired with its receives from itself, in order, as local copies.
+exec::Task planP2P(Communicator& comm, const std::vector<const Op*>& ops) {
+  exec::Task t;
+  t.comm = &comm;
+  t.what = fmt::format("group of {} send/recv", ops.size());
+  t.binding.elemSize = 1;
+  t.binding.dtype = hocclUint8;
+  sched::Step step;
+  std::vector<std::pair<uint16_t, size_t>> selfSends, selfRecvs;
+  for (const Op* op : ops) {
+    uint16_t idx = static_cast<uint16_t>(t.binding.buffers.size());
+    size_t bytes = op->count * kernels::typeSize(op->dtype);
+    if (op->kind == Op::Kind::Send) {
+      t.binding.buffers.push_back(const_cast<char*>(static_cast<const char*>(op->sendbuf)));
+      if (op->peer == comm.rank()) selfSends.push_back({idx, bytes});
+      else step.prims.push_back(sched::send(op->peer, idx, 0, bytes));
+    } else {
+      t.binding.buffers.push_back(static_cast<char*>(op->recvbuf));
+      if (op->peer == comm.rank()) selfRecvs.push_back({idx, bytes});
+      else step.prims.push_back(sched::recv(op->peer, idx, 0, bytes));
+    }
+  }
+  if (selfSends.size() != selfRecvs.size())
+    throwInvalidUsage(fmt::format("{}: the group has {} send(s) to self but {} receive(s) from self; they must pair up",
+                                  comm.describe(), selfSends.size(), selfRecvs.size()));
+  for (size_t i = 0; i < selfSends.size(); ++i) {
+    if (selfSends[i].second != selfRecvs[i].second)
+      throwInvalidUsage(fmt::format("{}: send to self of {} bytes is paired with a receive of {} bytes",
+                                    comm.describe(), selfSends[i].second, selfRecvs[i].second));
+    step.prims.push_back(sched::copy(selfSends[i].first, 0, selfRecvs[i].first, 0, selfSends[i].second));
+  }
+  t.schedule.steps.push_back(std::move(step));
+  t.schedule.algorithm = "p2p";
+  return t;
+}
+
+}  // namespace
+
+bool isInPlace(const Op& op) {
+  const size_t elem = kernels::typeSize(op.dtype);
+  const char* s = static_cast<const char*>(op.sendbuf);
+  const char* r = static_cast<const char*>(op.recvbuf);
+  const size_t block = op.count * elem;
+  const int rank = op.comm->rank();
+  switch (op.coll) {
+    case Coll::AllGather: return s == r + rank * block;
+    case Coll::ReduceScatter: return r == s + rank * block;
+    case Coll::Gather: return rank == op.root && s == r + rank * block;
+    case Coll::Scatter: return rank == op.root && r == s + rank * block;
+    default: return s == r;
+  }
+}
+
+std::string describeOp(const Op& op) {
+  if (op.kind != Op::Kind::Collective)
+    return fmt::format("{}(count={}, {}, peer {})", op.kind == Op::Kind::Send ? "Send" : "Recv", op.count,
+                       kernels::typeName(op.dtype), op.peer);
+  return fmt::format("{}(count={}, {}, {}{})", sched::collName(op.coll), op.count, kernels::typeName(op.dtype),
+                     opName(op.op),
+                     (op.coll == Coll::Broadcast || op.coll == Coll::Reduce || op.coll == Coll::Gather ||
+                      op.coll == Coll::Scatter) ? fmt::format(", root {}", op.root) : std::string());
+}
+
+std::vector<exec::Task> planTasks(const std::vector<Op>& ops) {
+  // Per communicator, in order of first appearance: p2p first (one task), then collectives in call order.
+  std::vector<Communicator*> comms;
+  std::map<Communicator*, std::vector<const Op*>> p2p;
+  std::map<Communicator*, std::vector<Planned>> colls;
+  for (const Op& op : ops) {
+    if (std::find(comms.begin(), comms.end(), op.comm) == comms.end()) comms.push_back(op.comm);
+    if (op.kind == Op::Kind::Collective) colls[op.comm].push_back(planCollective(op));
+    else p2p[op.comm].push_back(&op);
+  }
+  std::vector<exec::Task> tasks;
+  for (Communicator* comm : comms) {
+    if (!p2p[comm].empty()) tasks.push_back(planP2P(*comm, p2p[comm]));
+    // Tasks of one communicator run one after another, so they all share its scratch from offset 0.
+    size_t need = 0;
+    for (const Planned& p : colls[comm])
+      need = std::max(need, p.prescaleBytes + p.task.schedule.scratchCount * p.task.binding.elemSize);
+    char* scratch = static_cast<char*>(comm->scratch(need));
+    for (Planned& p : colls[comm]) {
+      p.task.binding.buffers[sched::kScratch] = scratch + p.prescaleBytes;
+      if (p.prescaleBytes) p.task.binding.buffers[sched::kInput] = scratch;
+      tasks.push_back(std::move(p.task));
+    }
+  }
+  return tasks;
+}
+
+}  // namespace hoccl

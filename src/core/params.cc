@@ -1,0 +1,81 @@
+// The parameter registry: every HOCCL_* variable hoccl reads, with its default and a line of documentation.
+#include "core/params.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+
+namespace hoccl::params {
+namespace {
+
+std::atomic<bool> ncclNames{false};
+
+const Param* find(const char* name) {
+  for (const auto& p : all())
+    if (std::string(p.name) == name) return &p;
+  return nullptr;
+}
+
+}  // namespace
+
+const std::vector<Param>& all() {
+  static const std::vector<Param> table = {
+      {"DEBUG", "", "Log level: VERSION, WARN, INFO or TRACE (default: nothing but errors returned to the caller)"},
+      {"DEBUG_SUBSYS", "INIT,COLL,P2P,SHM,NET,BOOTSTRAP,TOPO,TUNING,ENV,PARO",
+       "Subsystems to log, comma-separated; a leading ^ excludes the listed ones; ALL for everything"},
+      {"DEBUG_FILE", "", "Write logs to this file instead of stderr (%h = host name, %p = pid)"},
+      {"TIMEOUT", "300", "Seconds any wait may last before it fails naming the silent peer"},
+      {"ALGO", "", "Force an algorithm for every collective: ring, ho_ring, direct (empty = the tuner decides)"},
+      {"SHM_DISABLE", "0", "1 disables the shared-memory transport (same-host peers then use tcp)"},
+      {"HOSTID", "", "Override the host identity (emulate several hosts on one machine)"},
+      {"SWITCH_ID", "", "This rank's switch identity (ranks with equal ids share a switch)"},
+      {"TOPO_FILE", "", "JSON (or Slurm topology.conf) file mapping switches to hosts"},
+      {"TOPO_PROBE", "0", "1 clusters hosts into switches by a bandwidth probe when no other source says"},
+      {"SOCKET_IFNAME", "", "Network interfaces to use: prefix list, ^ to exclude, = for exact names"},
+      {"COMM_ID", "", "host:port of the bootstrap root for launcher-style init (rank 0 listens there)"},
+      {"AUTH_TOKEN", "", "Job secret for launcher-style init (any text; hashed into the 128-bit secret)"},
+      {"RANK", "", "This process's rank for launcher-style init (also OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)"},
+      {"WORLD_SIZE", "", "Number of ranks for launcher-style init (also OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS)"},
+      {"CHUNK_SIZE", "1048576", "Pipelining chunk in bytes for chained algorithms (broadcast, reduce)"},
+      {"SHM_SLOT_SIZE", "524288", "Bytes per shared-memory ring slot"},
+      {"SHM_SLOTS", "8", "Slots per shared-memory ring (per direction and peer)"},
+      {"TCP_CONNS", "2", "TCP connections per peer; large messages are striped across them"},
+      {"NET", "", "Preferred network transport for different hosts (tcp)"},
+      {"IB_DISABLE", "0", "1 disables the RDMA (ibverbs) transport"},
+  };
+  return table;
+}
+
+std::optional<std::string> get(const char* name) {
+  std::string key = std::string("HOCCL_") + name;
+  if (const char* v = std::getenv(key.c_str()); v && *v) return std::string(v);
+  if (ncclNames.load(std::memory_order_relaxed)) {
+    std::string nccl = std::string("NCCL_") + name;
+    if (const char* v = std::getenv(nccl.c_str()); v && *v) return std::string(v);
+  }
+  return std::nullopt;
+}
+
+std::string getString(const char* name) {
+  if (auto v = get(name)) return *v;
+  const Param* p = find(name);
+  return p ? p->defaultValue : "";
+}
+
+int64_t getInt(const char* name) {
+  std::string text = getString(name);
+  if (text.empty()) return 0;
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 0);
+  if (errno != 0 || end == text.c_str() || *end != '\0')
+    throwInvalidArgument("HOCCL_" + std::string(name) + "='" + text + "' is not an integer; unset it or give a number");
+  return v;
+}
+
+void enableNcclNames() { ncclNames.store(true); }
+
+}  // namespace hoccl::params

@@ -1,0 +1,209 @@
+/*
+ * The executor: for each communicator, walk its tasks' steps in order. Posting a step hands every Send and Recv to
+ * the peer's channel and runs local Copy/Reduce prims at once (a step never reads what another prim of the same step
+ * writes: the verifier enforces it). A step is complete when no channel it touched has pending operations. Waiting
+ * spins briefly, then yields, then sleeps on a channel (waitForActivity), so that oversubscribed ranks (8 ranks on
+ * 2 cores) leave the CPU to the peers they wait for. Every wait has a deadline (HOCCL_TIMEOUT) and checks the abort
+ * flag.
+ */
+#include "exec/executor.h"
+
+#include <sched.h>
+
+#include <chrono>
+#include <cstring>
+#include <set>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/params.h"
+
+namespace hoccl::exec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Progress of one communicator through its tasks.
+struct Cursor {
+  Communicator* comm = nullptr;
+  std::vector<Task*> tasks;
+  size_t task = 0, step = 0;
+  bool posted = false;
+  bool started = false;  // the current task's `before` hook has run
+  std::vector<transport::Channel*> active;  // channels touched by the current step
+  bool done() const { return task >= tasks.size(); }
+};
+
+char* at(const Binding& b, uint16_t buf, size_t off) { return b.buffers.at(buf) + off * b.elemSize; }
+
+void postStep(Cursor& c) {
+  Task& t = *c.tasks[c.task];
+  const Binding& b = t.binding;
+  Communicator& comm = *c.comm;
+  std::set<transport::Channel*> touched;
+  for (const sched::Prim& p : t.schedule.steps[c.step].prims) {
+    const size_t bytes = p.count * b.elemSize;
+    switch (p.kind) {
+      case sched::PrimKind::Send: {
+        auto& ch = comm.channel(p.peer);
+        ch.postSend(at(b, p.src, p.srcOff), bytes);
+        comm.counters().sent[comm.topology().linkClass(comm.rank(), p.peer)] += bytes;
+        touched.insert(&ch);
+        break;
+      }
+      case sched::PrimKind::Recv: {
+        auto& ch = comm.channel(p.peer);
+        transport::RecvTarget target;
+        target.direct = at(b, p.dst, p.dstOff);
+        target.granule = b.elemSize;
+        ch.postRecv(bytes, std::move(target));
+        comm.counters().received[comm.topology().linkClass(comm.rank(), p.peer)] += bytes;
+        touched.insert(&ch);
+        break;
+      }
+      case sched::PrimKind::RecvReduce: {
+        auto& ch = comm.channel(p.peer);
+        char* dst = at(b, p.dst, p.dstOff);
+        const char* src = at(b, p.src, p.srcOff);
+        transport::RecvTarget target;
+        target.granule = b.elemSize;
+        target.sink = [dst, src, &b](const void* data, size_t offset, size_t len) {
+          kernels::reduce(dst + offset, src + offset, data, len / b.elemSize, b.dtype, b.op);
+        };
+        ch.postRecv(bytes, std::move(target));
+        comm.counters().received[comm.topology().linkClass(comm.rank(), p.peer)] += bytes;
+        touched.insert(&ch);
+        break;
+      }
+      case sched::PrimKind::Copy: {
+        char* dst = at(b, p.dst, p.dstOff);
+        const char* src = at(b, p.src, p.srcOff);
+        if (dst != src && bytes) kernels::copy(dst, src, bytes);
+        break;
+      }
+      case sched::PrimKind::Reduce: {
+        char* dst = at(b, p.dst, p.dstOff);
+        if (bytes) kernels::reduce(dst, dst, at(b, p.src, p.srcOff), p.count, b.dtype, b.op);
+        break;
+      }
+    }
+  }
+  c.active.assign(touched.begin(), touched.end());
+  c.posted = true;
+}
+
+std::string pendingPeers(const Cursor& c) {
+  std::string peers;
+  for (auto* ch : c.active) {
+    if (ch->pending() == 0) continue;
+    const auto& info = c.comm->rankInfo()[ch->peer()];
+    peers += fmt::format("{}rank {} (host {}, pid {}, via {})", peers.empty() ? "" : ", ", ch->peer(), info.hostname,
+                         info.pid, c.comm->transportName(ch->peer()));
+  }
+  return peers;
+}
+
+// Moves c forward as far as possible without waiting. Returns true if anything moved.
+bool advance(Cursor& c) {
+  bool moved = false;
+  while (!c.done()) {
+    Task& t = *c.tasks[c.task];
+    if (!c.started) {
+      if (t.before) t.before();
+      c.started = true;
+    }
+    if (c.step >= t.schedule.steps.size()) {
+      if (t.after) t.after();
+      ++c.task;
+      c.step = 0;
+      c.posted = false;
+      c.started = false;
+      moved = true;
+      continue;
+    }
+    if (!c.posted) {
+      postStep(c);
+      moved = true;
+    }
+    bool pending = false;
+    for (auto* ch : c.active) {
+      try {
+        moved |= ch->progress();
+      } catch (const Error& e) {
+        throw Error(e.code(), fmt::format("{}: {} step {}/{} failed: {}", c.comm->describe(), t.what, c.step + 1,
+                                          t.schedule.steps.size(), e.what()));
+      }
+      pending |= ch->pending() > 0;
+    }
+    if (pending) return moved;
+    ++c.step;
+    c.posted = false;
+    moved = true;
+  }
+  return moved;
+}
+
+}  // namespace
+
+void run(std::vector<Task>& tasks) {
+  std::vector<Cursor> cursors;
+  for (Task& t : tasks) {
+    auto it = std::find_if(cursors.begin(), cursors.end(), [&](const Cursor& c) { return c.comm == t.comm; });
+    if (it == cursors.end()) {
+      cursors.push_back(Cursor{});
+      cursors.back().comm = t.comm;
+      it = cursors.end() - 1;
+    }
+    it->tasks.push_back(&t);
+  }
+  // Lets hocclCommAbort (another thread) wait until this run has left the communicators.
+  struct InFlight {
+    std::vector<Cursor>& cs;
+    explicit InFlight(std::vector<Cursor>& c) : cs(c) { for (auto& x : cs) ++x.comm->inFlight; }
+    ~InFlight() { for (auto& x : cs) --x.comm->inFlight; }
+  } inFlight(cursors);
+  const auto timeout = std::chrono::seconds(params::getInt("TIMEOUT"));
+  auto lastProgress = Clock::now();
+  unsigned idle = 0;
+  while (true) {
+    bool allDone = true, moved = false;
+    for (Cursor& c : cursors) {
+      if (c.comm->aborted.load(std::memory_order_relaxed))
+        throw Error(hocclInvalidUsage, c.comm->describe() + ": the communicator was aborted (hocclCommAbort)");
+      moved |= advance(c);
+      allDone &= c.done();
+    }
+    if (allDone) return;
+    if (moved) {
+      idle = 0;
+      lastProgress = Clock::now();
+      continue;
+    }
+    ++idle;
+    if (idle < 256) continue;  // spin: the peer is usually microseconds away
+    if (idle < 320) {
+      sched_yield();
+      continue;
+    }
+    // Sleep on one channel that still waits; short, so that the other channels are polled again soon.
+    for (Cursor& c : cursors) {
+      if (c.done()) continue;
+      for (auto* ch : c.active)
+        if (ch->pending()) { ch->waitForActivity(idle < 2000 ? 50 : 500); goto slept; }
+    }
+  slept:
+    if ((idle & 63) == 0 && Clock::now() - lastProgress > timeout) {
+      for (Cursor& c : cursors) {
+        if (c.done()) continue;
+        Task& t = *c.tasks[c.task];
+        throw Error(hocclRemoteError,
+                    fmt::format("{}: {} step {}/{} made no progress for {} s, waiting for {}. That peer is stuck, dead "
+                                "or calling a different operation; check its log. Raise HOCCL_TIMEOUT if it is only "
+                                "slow.", c.comm->describe(), t.what, c.step + 1, t.schedule.steps.size(),
+                                timeout.count(), pendingPeers(c)));
+      }
+    }
+  }
+}
+
+}  // namespace hoccl::exec

@@ -1,0 +1,39 @@
+/// @file executor.h
+/// The first interpreter of schedules: drives the communicator's channels and the CPU kernels to do the real work.
+/// Tasks of one communicator run in order; tasks of different communicators (a group spanning several
+/// communicators driven by one thread) progress together, so none waits on another.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "kernels/cpu/reduce.h"
+#include "sched/schedule.h"
+
+namespace hoccl::exec {
+
+/// Real memory for the buffer indices of a schedule, and how to combine elements.
+struct Binding {
+  std::vector<char*> buffers;          ///< buffer index -> base address
+  size_t elemSize = 1;                 ///< bytes per element of every buffer
+  hocclDataType_t dtype = hocclUint8;  ///< element type for reductions
+  kernels::BinOp op = kernels::BinOp::Sum;  ///< reduction for RecvReduce / Reduce
+};
+
+/// One schedule to run on one communicator.
+struct Task {
+  Communicator* comm = nullptr;     ///< where it runs
+  sched::Schedule schedule;         ///< what to do (this rank's part)
+  Binding binding;                  ///< on which memory
+  std::string what;                 ///< "AllReduce(count=.., float, sum)" for messages
+  std::function<void()> before;     ///< runs just before the first step (e.g. PreMulSum input scaling), may be empty
+  std::function<void()> after;      ///< runs right after the last step (e.g. Avg division), may be empty
+};
+
+/// Runs every task to completion. Throws hoccl::Error naming the rank, the operation, the step and the peer on a
+/// peer failure, a timeout (HOCCL_TIMEOUT) or an abort.
+void run(std::vector<Task>& tasks);
+
+}  // namespace hoccl::exec

@@ -1,0 +1,90 @@
+/// @file cuda_probe.cc
+/// Run-time access to four CUDA driver entry points through dlopen("libcuda.so.1"). The driver is loaded once, on
+/// first use; a host without it (or without a CUDA context in this process) sees only host memory.
+#include "shim/cuda_probe.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+#include <fmt/format.h>
+
+namespace hoccl::shim::cuda {
+namespace {
+
+// Driver ABI facts (cuda.h): CUresult is an int, CUdeviceptr a 64-bit integer.
+using CUresult = int;
+constexpr CUresult kSuccess = 0;
+constexpr int kAttrMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+constexpr int kAttrIsManaged = 8;   // CU_POINTER_ATTRIBUTE_IS_MANAGED
+constexpr unsigned kMemTypeDevice = 2;  // CU_MEMORYTYPE_DEVICE
+constexpr unsigned kMemTypeArray = 3;   // CU_MEMORYTYPE_ARRAY
+
+struct Driver {
+  void* lib = nullptr;
+  CUresult (*init)(unsigned) = nullptr;
+  CUresult (*deviceGetCount)(int*) = nullptr;
+  CUresult (*pointerGetAttribute)(void*, int, unsigned long long) = nullptr;
+  CUresult (*streamSynchronize)(void*) = nullptr;
+  CUresult (*getErrorString)(CUresult, const char**) = nullptr;
+};
+
+template <class F>
+void bind(void* lib, const char* name, F& fn) {
+  fn = reinterpret_cast<F>(dlsym(lib, name));
+}
+
+const Driver& driver() {
+  static Driver d;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    d.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!d.lib) return;
+    bind(d.lib, "cuInit", d.init);
+    bind(d.lib, "cuDeviceGetCount", d.deviceGetCount);
+    bind(d.lib, "cuPointerGetAttribute", d.pointerGetAttribute);
+    bind(d.lib, "cuStreamSynchronize", d.streamSynchronize);
+    bind(d.lib, "cuGetErrorString", d.getErrorString);
+  });
+  return d;
+}
+
+std::string errorText(const Driver& d, CUresult r) {
+  const char* s = nullptr;
+  if (d.getErrorString && d.getErrorString(r, &s) == kSuccess && s) return fmt::format("{} (CUresult {})", s, r);
+  return fmt::format("CUresult {}", r);
+}
+
+}  // namespace
+
+bool driverLoaded() { return driver().lib != nullptr; }
+
+PtrKind classify(const void* ptr) {
+  const Driver& d = driver();
+  if (!ptr || !d.pointerGetAttribute) return PtrKind::Host;
+  const auto addr = reinterpret_cast<unsigned long long>(ptr);
+  unsigned memType = 0;
+  // Any error (not initialised: no context, so no device memory; invalid value: unknown to CUDA) means host.
+  if (d.pointerGetAttribute(&memType, kAttrMemoryType, addr) != kSuccess) return PtrKind::Host;
+  if (memType != kMemTypeDevice && memType != kMemTypeArray) return PtrKind::Host;
+  unsigned managed = 0;
+  if (d.pointerGetAttribute(&managed, kAttrIsManaged, addr) == kSuccess && managed) return PtrKind::Managed;
+  return PtrKind::Device;
+}
+
+std::string streamSynchronize(void* stream) {
+  const Driver& d = driver();
+  if (!d.streamSynchronize) return "no CUDA driver (libcuda.so.1) is loaded in this process";
+  const CUresult r = d.streamSynchronize(stream);
+  if (r == kSuccess) return "";
+  return "cuStreamSynchronize failed: " + errorText(d, r);
+}
+
+int deviceCount() {
+  const Driver& d = driver();
+  if (!d.init || !d.deviceGetCount || d.init(0) != kSuccess) return 0;
+  int n = 0;
+  return d.deviceGetCount(&n) == kSuccess ? n : 0;
+}
+
+}  // namespace hoccl::shim::cuda

@@ -1,0 +1,237 @@
+/// @file shim_init.cc
+/// NCCL's communicator life cycle on top of hoccl: version, unique id, the init variants, split and shrink,
+/// finalize/destroy/abort/revoke, queries, error strings and the last-error text.
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/log.h"
+#include "shim/config.h"
+#include "shim/shim_common.h"
+
+using namespace hoccl::shim;
+
+namespace {
+
+hocclUniqueId toHocclId(const ncclUniqueId& id) {
+  hocclUniqueId h;
+  static_assert(sizeof h == sizeof id, "same size");
+  std::memcpy(&h, &id, sizeof h);
+  return h;
+}
+
+void requireOut(const void* p, const char* what) {
+  if (!p) throw hoccl::Error(hocclInvalidArgument, fmt::format("{} is NULL; pass the address of a variable", what));
+}
+
+ncclResult_t initRank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config) {
+  requireOut(comm, "comm (the output communicator)");
+  hocclConfig_t cfg = translateConfig(config);
+  hocclComm_t h = nullptr;
+  const hocclResult_t r = hocclCommInitRankConfig(&h, nranks, toHocclId(id), rank, &cfg);
+  *comm = toNccl(h);
+  return fromHoccl(r);
+}
+
+}  // namespace
+
+extern "C" {
+
+ncclResult_t pncclGetVersion(int* version) {
+  return guarded("ncclGetVersion", [&] {
+    requireOut(version, "version");
+    *version = HOCCL_NCCL_VERSION_CODE;
+    return ncclSuccess;
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclGetVersion)
+
+ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
+  return guarded("ncclGetUniqueId", [&] {
+    requireOut(uniqueId, "uniqueId");
+    return fromHoccl(hocclGetUniqueId(reinterpret_cast<hocclUniqueId*>(uniqueId)));
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclGetUniqueId)
+
+ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                     ncclConfig_t* config) {
+  return guarded("ncclCommInitRankConfig", [&] { return initRank(comm, nranks, commId, rank, config); });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclCommInitRankConfig)
+
+ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return guarded("ncclCommInitRank", [&] { return initRank(comm, nranks, commId, rank, nullptr); });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclCommInitRank)
+
+ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                       ncclConfig_t* config) {
+  return guarded("ncclCommInitRankScalable", [&] {
+    if (nId < 1 || !commIds) {
+      throw hoccl::Error(hocclInvalidArgument,
+                         fmt::format("needs at least one unique id (nId = {}, commIds = {})", nId,
+                                     static_cast<const void*>(commIds)));
+    }
+    // hoccl's bootstrap root scales by itself; the first id (made by rank 0) is the one every rank shares.
+    if (nId > 1) HOCCL_INFO(kInit, "ncclCommInitRankScalable: {} ids given, hoccl uses the first", nId);
+    return initRank(newcomm, nranks, commIds[0], myrank, config);
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclCommInitRankScalable)
+
+ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  return guarded("ncclCommInitAll", [&] {
+    requireOut(comms, "comms (an array of ndev communicators)");
+    return fromHoccl(hocclCommInitAll(reinterpret_cast<hocclComm_t*>(comms), ndev, devlist));
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclCommInitAll)
+
+ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  return guarded("ncclCommSplit", [&] {
+    requireOut(newcomm, "newcomm");
+    // A null config inherits the parent's (hoccl does the same with a null config).
+    hocclConfig_t cfg;
+    if (config) cfg = translateConfig(config);
+    hocclComm_t h = nullptr;
+    const hocclResult_t r = hocclCommSplit(toHoccl(comm), color, key, &h, config ? &cfg : nullptr);
+    *newcomm = toNccl(h);
+    return fromHoccl(r, toHoccl(comm));
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclCommSplit)
+
+ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                             ncclConfig_t* config, int shrinkFlags) {
+  return guarded("ncclCommShrink", [&] {
+    requireOut(newcomm, "newcomm");
+    if (shrinkFlags != HOCCL_NCCL_SHRINK_DEFAULT && shrinkFlags != HOCCL_NCCL_SHRINK_ABORT) {
+      throw hoccl::Error(hocclInvalidArgument, fmt::format("unknown shrinkFlags {:#x}", shrinkFlags));
+    }
+    if (excludeRanksCount < 0 || (excludeRanksCount > 0 && !excludeRanksList)) {
+      throw hoccl::Error(hocclInvalidArgument, fmt::format("excludeRanksCount is {} with excludeRanksList = {}",
+                                                           excludeRanksCount,
+                                                           static_cast<const void*>(excludeRanksList)));
+    }
+    if (excludeRanksCount > 0) {
+      unsupported(fmt::format(
+          "shrinking away {} rank(s) needs every rank of the parent to take part in hoccl's split, but excluded "
+          "ranks do not call ncclCommShrink. If the excluded ranks are alive, call ncclCommSplit on every rank "
+          "(NCCL_SPLIT_NOCOLOR on those to drop); after a failure, abort and create a new communicator with "
+          "ncclCommInitRank on the survivors.",
+          excludeRanksCount));
+    }
+    // Excluding nobody is a split of everyone into one communicator, in the same order.
+    int rank = 0;
+    if (const ncclResult_t r = fromHoccl(hocclCommUserRank(toHoccl(comm), &rank), toHoccl(comm)); r != ncclSuccess)
+      return r;
+    hocclConfig_t cfg;
+    if (config) cfg = translateConfig(config);
+    hocclComm_t h = nullptr;
+    const hocclResult_t r = hocclCommSplit(toHoccl(comm), 0, rank, &h, config ? &cfg : nullptr);
+    *newcomm = toNccl(h);
+    return fromHoccl(r, toHoccl(comm));
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclCommShrink)
+
+ncclResult_t pncclCommFinalize(ncclComm_t comm) {
+  return guarded("ncclCommFinalize", [&] { return fromHoccl(hocclCommFinalize(toHoccl(comm)), toHoccl(comm)); });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclCommFinalize)
+
+ncclResult_t pncclCommDestroy(ncclComm_t comm) {
+  return guarded("ncclCommDestroy", [&] {
+    const ncclResult_t r = fromHoccl(hocclCommDestroy(toHoccl(comm)), toHoccl(comm));
+    if (r == ncclSuccess) dropRegistrations(comm);
+    return r;
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclCommDestroy)
+
+ncclResult_t pncclCommAbort(ncclComm_t comm) {
+  return guarded("ncclCommAbort", [&] {
+    const ncclResult_t r = fromHoccl(hocclCommAbort(toHoccl(comm)), toHoccl(comm));
+    if (r == ncclSuccess) dropRegistrations(comm);
+    return r;
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclCommAbort)
+
+ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  return guarded("ncclCommRevoke", [&]() -> ncclResult_t {
+    (void)comm;
+    (void)revokeFlags;
+    unsupported("hoccl cannot stop in-flight operations and keep the communicator for a later shrink. Use "
+                "ncclCommAbort (safe from another thread, never blocks on a dead peer) and create a new "
+                "communicator.");
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclCommRevoke)
+
+ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  return guarded("ncclCommGetAsyncError", [&] {
+    requireOut(asyncError, "asyncError");
+    hocclResult_t e = hocclSuccess;
+    const ncclResult_t r = fromHoccl(hocclCommGetAsyncError(toHoccl(comm), &e), toHoccl(comm));
+    if (r == ncclSuccess) {
+      *asyncError = static_cast<ncclResult_t>(e);
+      if (e != hocclSuccess && e != hocclInProgress) fromHoccl(e, toHoccl(comm));
+    }
+    return r;
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclCommGetAsyncError)
+
+ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
+  return guarded("ncclCommCount", [&] { return fromHoccl(hocclCommCount(toHoccl(comm), count), toHoccl(comm)); });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclCommCount)
+
+ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
+  return guarded("ncclCommCuDevice",
+                 [&] { return fromHoccl(hocclCommCuDevice(toHoccl(comm), device), toHoccl(comm)); });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclCommCuDevice)
+
+ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
+  return guarded("ncclCommUserRank",
+                 [&] { return fromHoccl(hocclCommUserRank(toHoccl(comm), rank), toHoccl(comm)); });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclCommUserRank)
+
+const char* pncclGetErrorString(ncclResult_t result) {
+  // NCCL's own texts, word for word: frameworks match on them.
+  switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+  }
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclGetErrorString)
+
+const char* pncclGetLastError(ncclComm_t comm) {
+  (void)comm;  // as in NCCL, the text is the calling thread's last error, whatever the communicator
+  return lastError();
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclGetLastError)
+
+void pncclResetDebugInit() {
+  try {
+    hoccl::log::resetFromEnvironment();
+  } catch (...) {
+    // Keeps the previous settings: a bad NCCL_DEBUG value must not throw through C.
+  }
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclResetDebugInit)
+
+void ncclResetDebugInitInternal(void) { pncclResetDebugInit(); }
+
+}  // extern "C"

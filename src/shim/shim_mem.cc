@@ -1,0 +1,168 @@
+/// @file shim_mem.cc
+/// NCCL's memory calls for host memory: ncclMemAlloc/ncclMemFree hand out page-aligned host memory (when the
+/// process has no CUDA device); buffer and window registrations are records of a range that deregistration checks.
+/// hoccl's host transports need no pinning, so a registration changes nothing about how data moves.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "shim/cuda_probe.h"
+#include "shim/shim_common.h"
+
+using namespace hoccl::shim;
+
+namespace {
+
+/// One registered range. Its address is the handle given to the caller.
+struct Registration {
+  ncclComm_t comm;
+  const void* base;
+  size_t bytes;
+  bool window;  ///< made by ncclCommWindowRegister (else ncclCommRegister)
+};
+
+/// Registrations and ncclMemAlloc blocks of the process.
+struct Registry {
+  std::mutex mu;
+  std::map<const void*, std::unique_ptr<Registration>> regs;  ///< by handle
+  std::map<void*, size_t> blocks;                             ///< ncclMemAlloc blocks and their sizes
+};
+
+Registry& registry() {
+  static Registry* r = new Registry;  // never destroyed: calls may come from other libraries' destructors
+  return *r;
+}
+
+void* registerRange(ncclComm_t comm, void* buff, size_t size, bool window) {
+  hocclComm_t h = toHoccl(comm);
+  int n = 0;
+  if (const hocclResult_t r = hocclCommCount(h, &n); r != hocclSuccess) {
+    throw hoccl::Error(r, fmt::format("invalid communicator {}: {}", static_cast<void*>(comm), hocclGetLastError(h)));
+  }
+  if (!buff && size > 0) throw hoccl::Error(hocclInvalidArgument, "buff is NULL but size is not 0");
+  requireHostBuffer("buff", buff);
+  auto reg = std::make_unique<Registration>(Registration{comm, buff, size, window});
+  void* handle = reg.get();
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.regs.emplace(handle, std::move(reg));
+  return handle;
+}
+
+void deregisterRange(ncclComm_t comm, const void* handle, bool window) {
+  const char* kind = window ? "window" : "registration handle";
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.regs.find(handle);
+  if (it == r.regs.end() || it->second->window != window) {
+    throw hoccl::Error(hocclInvalidArgument,
+                       fmt::format("{} {} is not registered (already deregistered, or not made by {})", kind, handle,
+                                   window ? "ncclCommWindowRegister" : "ncclCommRegister"));
+  }
+  if (it->second->comm != comm) {
+    throw hoccl::Error(hocclInvalidArgument,
+                       fmt::format("{} {} belongs to communicator {}, not to {}", kind, handle,
+                                   static_cast<void*>(it->second->comm), static_cast<void*>(comm)));
+  }
+  r.regs.erase(it);
+}
+
+}  // namespace
+
+namespace hoccl::shim {
+
+void dropRegistrations(ncclComm_t comm) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (auto it = r.regs.begin(); it != r.regs.end();) {
+    it = it->second->comm == comm ? r.regs.erase(it) : std::next(it);
+  }
+}
+
+}  // namespace hoccl::shim
+
+extern "C" {
+
+ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
+  return guarded("ncclMemAlloc", [&] {
+    if (!ptr) throw hoccl::Error(hocclInvalidArgument, "ptr is NULL; pass the address of a pointer");
+    if (cuda::deviceCount() > 0) {
+      unsupported("this process has a CUDA device, and ncclMemAlloc must then return device memory, but the "
+                  "CUDA path of hoccl is not built into this libnccl.so.2. Allocate with cudaMalloc, or use "
+                  "NVIDIA's libnccl.so.2.");
+    }
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t bytes = size == 0 ? page : (size + page - 1) / page * page;
+    if (bytes < size) throw hoccl::Error(hocclInvalidArgument, fmt::format("size {} is too large", size));
+    void* p = nullptr;
+    if (const int err = posix_memalign(&p, page, bytes); err != 0) {
+      throw hoccl::Error(hocclSystemError, fmt::format("could not allocate {} bytes of host memory (errno {})",
+                                                       bytes, err));
+    }
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.blocks.emplace(p, bytes);
+    *ptr = p;
+    return ncclSuccess;
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclMemAlloc)
+
+ncclResult_t pncclMemFree(void* ptr) {
+  return guarded("ncclMemFree", [&] {
+    if (!ptr) return ncclSuccess;
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.blocks.find(ptr);
+    if (it == r.blocks.end()) {
+      throw hoccl::Error(hocclInvalidArgument,
+                         fmt::format("{} was not returned by ncclMemAlloc (or was freed already)", ptr));
+    }
+    r.blocks.erase(it);
+    std::free(ptr);
+    return ncclSuccess;
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclMemFree)
+
+ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  return guarded("ncclCommRegister", [&] {
+    if (!handle) throw hoccl::Error(hocclInvalidArgument, "handle is NULL; pass the address of a void*");
+    *handle = registerRange(comm, buff, size, false);
+    return ncclSuccess;
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclCommRegister)
+
+ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle) {
+  return guarded("ncclCommDeregister", [&] {
+    deregisterRange(comm, handle, false);
+    return ncclSuccess;
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclCommDeregister)
+
+ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags) {
+  return guarded("ncclCommWindowRegister", [&] {
+    if (!win) throw hoccl::Error(hocclInvalidArgument, "win is NULL; pass the address of an ncclWindow_t");
+    if (winFlags & ~1) throw hoccl::Error(hocclInvalidArgument, fmt::format("unknown winFlags {:#x}", winFlags));
+    *win = static_cast<ncclWindow_t>(registerRange(comm, buff, size, true));
+    return ncclSuccess;
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclCommWindowRegister)
+
+ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  return guarded("ncclCommWindowDeregister", [&] {
+    deregisterRange(comm, win, true);
+    return ncclSuccess;
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclCommWindowDeregister)
+
+}  // extern "C"

@@ -1,0 +1,134 @@
+/// @file abi_config.cc
+/// ncclConfig_t through the public API of hoccl's libnccl.so.2, compiled against NVIDIA's nccl.h:
+/// - a 2.17-layout config (40 bytes) placed right before a PROT_NONE page: the library must not read past its size;
+/// - a wrong magic, a size smaller than the header, a bad blocking value: ncclInvalidArgument, a text that says what
+///   to fix, and the output communicator untouched;
+/// - blocking = 0 on two ranks: init returns ncclInProgress and ncclCommGetAsyncError is polled to ncclSuccess, then
+///   the communicator works.
+#include <sys/mman.h>
+
+#include <chrono>
+#include <thread>
+
+#include "abi_util.h"
+
+using abi::check;
+using abi::expectResult;
+
+namespace {
+
+/// ncclConfig_t as nccl.h 2.17 declared it.
+struct ConfigV21700 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;
+  int cgaClusterSize;
+  int minCTAs;
+  int maxCTAs;
+  const char* netName;
+};
+static_assert(sizeof(ConfigV21700) == 40, "2.17 layout");
+
+/// Two pages, the second PROT_NONE; returns where an object of `bytes` must start to end at the guard.
+struct GuardedPage {
+  char* base = nullptr;
+  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  GuardedPage() {
+    void* p = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) std::abort();
+    base = static_cast<char*>(p);
+    if (mprotect(base + page, page, PROT_NONE) != 0) std::abort();
+  }
+  ~GuardedPage() { munmap(base, 2 * page); }
+  void* endAligned(size_t bytes) { return base + page - bytes; }
+};
+
+void singleRankConfigs(const ncclUniqueId& id) {
+  ncclComm_t sentinel = reinterpret_cast<ncclComm_t>(0x1234);
+
+  // Wrong magic.
+  ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
+  bad.magic = 0xdeadbeef;
+  ncclComm_t comm = sentinel;
+  expectResult(ncclCommInitRankConfig(&comm, 1, id, 0, &bad), ncclInvalidArgument, "init with a wrong magic");
+  check(std::strstr(ncclGetLastError(nullptr), "NCCL_CONFIG_INITIALIZER") != nullptr, "wrong-magic text: %s",
+        ncclGetLastError(nullptr));
+  check(comm == sentinel, "a rejected config changed the output communicator");
+
+  // Size smaller than the header.
+  ncclConfig_t tiny = NCCL_CONFIG_INITIALIZER;
+  tiny.size = 8;
+  expectResult(ncclCommInitRankConfig(&comm, 1, id, 0, &tiny), ncclInvalidArgument, "init with size 8");
+  check(std::strstr(ncclGetLastError(nullptr), "size") != nullptr, "tiny-size text: %s", ncclGetLastError(nullptr));
+
+  // blocking must be 0, 1 or undefined.
+  ncclConfig_t weird = NCCL_CONFIG_INITIALIZER;
+  weird.blocking = 7;
+  expectResult(ncclCommInitRankConfig(&comm, 1, id, 0, &weird), ncclInvalidArgument, "init with blocking = 7");
+  check(std::strstr(ncclGetLastError(nullptr), "blocking") != nullptr, "blocking text: %s",
+        ncclGetLastError(nullptr));
+  check(comm == sentinel, "a rejected config changed the output communicator");
+
+  // An old 40-byte config ending exactly at a PROT_NONE page: any read past its size would crash.
+  GuardedPage guard;
+  auto* old = static_cast<ConfigV21700*>(guard.endAligned(sizeof(ConfigV21700)));
+  *old = ConfigV21700{sizeof(ConfigV21700), 0xcafebeef, NCCL_VERSION(2, 17, 0), 1, NCCL_CONFIG_UNDEF_INT,
+                      NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, nullptr};
+  comm = nullptr;
+  if (expectResult(ncclCommInitRankConfig(&comm, 1, id, 0, reinterpret_cast<ncclConfig_t*>(old)), ncclSuccess,
+                   "init with a 2.17-size config")) {
+    int n = 0;
+    expectResult(ncclCommCount(comm, &n), ncclSuccess, "ncclCommCount");
+    check(n == 1, "count %d", n);
+    float x = 2.5f, y = 0.0f;
+    expectResult(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess, "1-rank allreduce");
+    check(y == 2.5f, "1-rank allreduce gave %g", y);
+    expectResult(ncclCommDestroy(comm), ncclSuccess, "ncclCommDestroy");
+  }
+}
+
+void nonBlockingRank(int r, const ncclUniqueId& id) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  config.commName = "abi-nonblocking";
+  ncclComm_t comm = nullptr;
+  const ncclResult_t res = ncclCommInitRankConfig(&comm, 2, id, r, &config);
+  if (!expectResult(res, ncclInProgress, "non-blocking ncclCommInitRankConfig")) return;
+  check(comm != nullptr, "non-blocking init returned no handle");
+  ncclResult_t state = ncclInProgress;
+  int polls = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (state == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
+    if (!expectResult(ncclCommGetAsyncError(comm, &state), ncclSuccess, "ncclCommGetAsyncError")) return;
+    ++polls;
+    if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!expectResult(state, ncclSuccess, "async state after polling")) return;
+  double v = r + 1.5, sum = 0;
+  ncclResult_t ar = ncclAllReduce(&v, &sum, 1, ncclFloat64, ncclSum, comm, nullptr);
+  // A non-blocking communicator may return InProgress from a collective; then poll until it completes.
+  while (ar == ncclInProgress) {
+    ncclCommGetAsyncError(comm, &ar);
+    std::this_thread::yield();
+  }
+  expectResult(ar, ncclSuccess, "ncclAllReduce on a non-blocking communicator");
+  check(sum == 1.5 + 2.5, "non-blocking allreduce gave %g after %d polls", sum, polls);
+  ncclResult_t fin = ncclCommFinalize(comm);
+  while (fin == ncclInProgress) {
+    ncclCommGetAsyncError(comm, &fin);
+    std::this_thread::yield();
+  }
+  expectResult(fin, ncclSuccess, "ncclCommFinalize (non-blocking)");
+  expectResult(ncclCommDestroy(comm), ncclSuccess, "ncclCommDestroy");
+}
+
+}  // namespace
+
+int main() {
+  // The single-rank checks run in a child too, so that a crash (the guard page) is reported, not fatal.
+  int bad = abi::runRanks(1, 60, [](int, const ncclUniqueId& id) { singleRankConfigs(id); });
+  bad += abi::runRanks(2, 90, nonBlockingRank);
+  std::printf("%d passed, %d failed\n", 3 - bad, bad);
+  return bad == 0 ? 0 : 1;
+}

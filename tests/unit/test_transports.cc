@@ -1,0 +1,536 @@
+// The shm and tcp transports, for real: ranks as threads of this process and as forked processes, connected through
+// a real bootstrap (the root served by this process), moving random payloads that are checked byte for byte
+// against a regenerated copy. Failure cases: a peer process killed mid-transfer, and stray connections to the tcp
+// listener without the job secret.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "boot/bootstrap.h"
+#include "core/error.h"
+#include "net/socket.h"
+#include "registry.h"
+#include "shm/shm_channel.h"
+#include "shm/shm_transport.h"
+#include "tcp/tcp_transport.h"
+
+using namespace hoccl;
+using namespace hoccl::transport;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+enum class Kind { Shm, Tcp };
+
+const char* kindName(Kind k) { return k == Kind::Shm ? "shm" : "tcp"; }
+
+/// One rank's connected state.
+struct RankState {
+  std::unique_ptr<boot::Bootstrap> boot;
+  std::unique_ptr<Transport> transport;
+  std::string jobTag;
+  std::map<int, std::unique_ptr<Channel>> channels;
+  std::vector<Channel*> list() const {
+    std::vector<Channel*> v;
+    for (auto& [p, ch] : channels) v.push_back(ch.get());
+    return v;
+  }
+};
+
+/// Joins the bootstrap of `id` as `rank` and connects `kind` to every other rank.
+RankState connectRank(const boot::UniqueId& id, int rank, int nranks, Kind kind,
+                      std::function<void(const net::Address&)> onListening = {}) {
+  boot::RankInfo self;
+  self.rank = rank;
+  self.pid = getpid();
+  self.hostHash = 0x7e57;
+  std::snprintf(self.hostname, sizeof(self.hostname), "testhost");
+  RankState st;
+  st.boot = std::make_unique<boot::Bootstrap>(id, rank, nranks, self);
+  if (kind == Kind::Shm) {
+    st.transport = std::make_unique<shm::ShmTransport>();
+  } else {
+    auto tcp = std::make_unique<tcp::TcpTransport>();
+    tcp->onListening = std::move(onListening);
+    st.transport = std::move(tcp);
+  }
+  ConnectContext ctx;
+  ctx.bootstrap = st.boot.get();
+  ctx.rank = rank;
+  ctx.nranks = nranks;
+  ctx.peers = st.boot->ranks();
+  st.jobTag = fmt::format("{:016x}-{}", st.boot->commTag(), ctx.peers[0].pid);
+  ctx.jobTag = st.jobTag;
+  std::vector<int> peers;
+  for (int p = 0; p < nranks; ++p)
+    if (p != rank) peers.push_back(p);
+  st.channels = st.transport->connect(ctx, peers);
+  return st;
+}
+
+/// Drives channels until nothing is pending, the way the executor does (spin, yield, then sleep on a channel).
+void drive(const std::vector<Channel*>& chans, std::chrono::seconds limit = std::chrono::seconds(30)) {
+  auto deadline = Clock::now() + limit;
+  unsigned idle = 0;
+  while (true) {
+    bool moved = false, pending = false;
+    for (Channel* ch : chans) {
+      moved = ch->progress() || moved;
+      pending = pending || ch->pending() > 0;
+    }
+    if (!pending) return;
+    if (moved) {
+      idle = 0;
+      continue;
+    }
+    ++idle;
+    if (idle < 64) continue;
+    if (idle < 96) {
+      sched_yield();
+      continue;
+    }
+    for (size_t k = 0; k < chans.size(); ++k) {
+      Channel* ch = chans[(idle + k) % chans.size()];
+      if (ch->pending()) {
+        ch->waitForActivity(500);
+        break;
+      }
+    }
+    if (Clock::now() > deadline) throw std::runtime_error("drive: timed out with operations still pending");
+  }
+}
+
+/// Deterministic random bytes for message `index` from rank `from` to rank `to`.
+std::vector<unsigned char> payload(int from, int to, size_t index, size_t bytes) {
+  std::mt19937_64 gen((static_cast<uint64_t>(from) << 40) ^ (static_cast<uint64_t>(to) << 20) ^ index ^ bytes);
+  std::vector<unsigned char> v(bytes);
+  size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    uint64_t x = gen();
+    std::memcpy(&v[i], &x, 8);
+  }
+  for (; i < bytes; ++i) v[i] = static_cast<unsigned char>(gen());
+  return v;
+}
+
+/// Runs fn(rank) for every rank in its own thread; returns the error text of each rank ("" = success).
+std::vector<std::string> runThreads(int nranks, const std::function<void(int)>& fn) {
+  std::vector<std::string> errors(nranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < nranks; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+        if (errors[r].empty()) errors[r] = "unknown error";
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+/// Runs fn(rank) in a forked child per rank; returns each child's error text ("" = success). Children that do not
+/// finish within `limit` are killed. A child's text travels back through a pipe.
+std::vector<std::string> runProcesses(int nranks, const std::function<std::string(int)>& fn,
+                                      std::chrono::seconds limit = std::chrono::seconds(60)) {
+  std::vector<pid_t> pids(nranks);
+  std::vector<int> pipes(nranks);
+  for (int r = 0; r < nranks; ++r) {
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      close(fds[0]);
+      std::string msg;
+      try {
+        msg = fn(r);
+      } catch (const std::exception& e) {
+        msg = std::string("exception: ") + e.what();
+      }
+      if (write(fds[1], msg.data(), msg.size()) < 0) _exit(3);
+      _exit(msg.empty() ? 0 : 1);
+    }
+    close(fds[1]);
+    pids[r] = pid;
+    pipes[r] = fds[0];
+  }
+  std::vector<std::string> results(nranks);
+  auto deadline = Clock::now() + limit;
+  for (int r = 0; r < nranks; ++r) {
+    std::string text;
+    char buf[4096];
+    while (true) {
+      pollfd pfd{pipes[r], POLLIN, 0};
+      int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+      if (left <= 0 || poll(&pfd, 1, left) <= 0) {
+        text += "<timed out>";
+        break;
+      }
+      ssize_t n = read(pipes[r], buf, sizeof(buf));
+      if (n <= 0) break;
+      text.append(buf, static_cast<size_t>(n));
+    }
+    close(pipes[r]);
+    results[r] = text;
+  }
+  for (int r = 0; r < nranks; ++r) {
+    kill(pids[r], SIGKILL);  // harmless if it already exited
+    int status = 0;
+    waitpid(pids[r], &status, 0);
+  }
+  return results;
+}
+
+std::string firstError(const std::vector<std::string>& errors) {
+  for (size_t r = 0; r < errors.size(); ++r)
+    if (!errors[r].empty()) return fmt::format("rank {}: {}", r, errors[r]);
+  return "";
+}
+
+const std::vector<size_t> kSizes = {0, 1, 7, 4096, (1u << 20) + 3, 64u << 20};
+
+/// Every rank sends one message of each size to every other rank (both directions at once) and checks what it
+/// receives; receives alternate between a direct buffer and a sink.
+void exchangeSizes(const RankState& st, int rank) {
+  for (size_t si = 0; si < kSizes.size(); ++si) {
+    size_t bytes = kSizes[si];
+    std::map<int, std::vector<unsigned char>> out, in;
+    std::map<int, size_t> sunk;
+    for (auto& [p, ch] : st.channels) {
+      out[p] = payload(rank, p, si, bytes);
+      in[p].assign(bytes, 0);
+      if ((si + p) % 2 == 0) {
+        ch->postRecv(bytes, RecvTarget{in[p].data(), {}, 1});
+      } else {
+        unsigned char* dst = in[p].data();
+        size_t* got = &sunk[p];
+        RecvTarget t;
+        t.granule = 1;
+        t.sink = [dst, got](const void* data, size_t offset, size_t len) {
+          if (offset != *got) throw std::runtime_error(fmt::format("sink offset {} != {}", offset, *got));
+          std::memcpy(dst + offset, data, len);
+          *got += len;
+        };
+        ch->postRecv(bytes, std::move(t));
+      }
+      ch->postSend(out[p].data(), bytes);
+    }
+    drive(st.list());
+    for (auto& [p, ch] : st.channels) {
+      auto expect = payload(p, rank, si, bytes);
+      if (expect != in[p])
+        throw std::runtime_error(fmt::format("{} bytes from rank {} arrived corrupted", bytes, p));
+    }
+  }
+}
+
+/// Many messages in flight in both directions: random sizes (multiples of a random granule, some zero), random mix
+/// of direct and sink receives, all posted before any progress. Sink pieces must be consecutive, non-empty and
+/// multiples of the granule.
+void exchangeMany(const RankState& st, int rank, int count) {
+  struct Msg {
+    size_t bytes, granule;
+    bool sink;
+  };
+  auto plan = [&](int from, int to) {  // both sides compute the same plan for a direction
+    std::mt19937 gen(static_cast<unsigned>(from * 7919 + to * 104729));
+    std::vector<Msg> msgs;
+    for (int i = 0; i < count; ++i) {
+      size_t granule = size_t{1} << (gen() % 4);
+      size_t elems = gen() % 5 == 0 ? 0 : gen() % (i % 10 == 0 ? 600000 : 3000);
+      msgs.push_back({elems * granule, granule, gen() % 2 == 0});
+    }
+    return msgs;
+  };
+  std::map<int, std::vector<std::vector<unsigned char>>> out, in;
+  std::map<int, std::vector<size_t>> sunk;
+  std::string sinkError;
+  for (auto& [p, ch] : st.channels) {
+    auto sendPlan = plan(rank, p), recvPlan = plan(p, rank);
+    in[p].resize(count);
+    sunk[p].assign(count, 0);
+    for (int i = 0; i < count; ++i) {
+      out[p].push_back(payload(rank, p, 1000 + i, sendPlan[i].bytes));
+      in[p][i].assign(recvPlan[i].bytes, 0);
+    }
+    for (int i = 0; i < count; ++i) {
+      const Msg& m = recvPlan[i];
+      if (!m.sink) {
+        ch->postRecv(m.bytes, RecvTarget{in[p][i].data(), {}, m.granule});
+      } else {
+        unsigned char* dst = in[p][i].data();
+        size_t* got = &sunk[p][i];
+        size_t g = m.granule;
+        RecvTarget t;
+        t.granule = g;
+        t.sink = [dst, got, g, &sinkError](const void* data, size_t offset, size_t len) {
+          if (offset != *got || len == 0 || len % g != 0)
+            sinkError = fmt::format("sink piece offset {} len {} (expected offset {}, granule {})", offset, len, *got, g);
+          std::memcpy(dst + offset, data, len);
+          *got += len;
+        };
+        ch->postRecv(m.bytes, std::move(t));
+      }
+      ch->postSend(out[p][i].data(), sendPlan[i].bytes);
+    }
+  }
+  drive(st.list());
+  if (!sinkError.empty()) throw std::runtime_error(sinkError);
+  for (auto& [p, ch] : st.channels)
+    for (int i = 0; i < count; ++i)
+      if (in[p][i] != payload(p, rank, 1000 + i, in[p][i].size()))
+        throw std::runtime_error(fmt::format("message {} ({} bytes) from rank {} arrived corrupted", i,
+                                             in[p][i].size(), p));
+}
+
+/// Names in /dev/shm that belong to this job.
+int leftoverSegments(const std::string& jobTag) {
+  int n = 0;
+  for (auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    if (e.path().filename().string().find(jobTag) != std::string::npos) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("registry: shm first unless HOCCL_SHM_DISABLE=1, tcp always last", "[transports]") {
+  unsetenv("HOCCL_SHM_DISABLE");
+  auto all = makeTransports();
+  REQUIRE(all.size() == 2);
+  CHECK(std::string(all[0]->name()) == "shm");
+  CHECK(std::string(all[1]->name()) == "tcp");
+  setenv("HOCCL_SHM_DISABLE", "1", 1);
+  auto noShm = makeTransports();
+  REQUIRE(noShm.size() == 1);
+  CHECK(std::string(noShm[0]->name()) == "tcp");
+  setenv("HOCCL_SHM_DISABLE", "yes", 1);
+  CHECK_THROWS_AS(makeTransports(), Error);
+  unsetenv("HOCCL_SHM_DISABLE");
+  setenv("HOCCL_TCP_CONNS", "0", 1);
+  CHECK_THROWS_AS(tcp::TcpTransport(), Error);
+  unsetenv("HOCCL_TCP_CONNS");
+}
+
+TEST_CASE("shm segment names are per job and never reuse a live name", "[transports][shm]") {
+  CHECK(shm::ShmTransport::segmentName("abc", 1, 2) != shm::ShmTransport::segmentName("abc", 2, 1));
+  CHECK(shm::ShmTransport::segmentName("a/b", 0, 1).find('/', 1) == std::string::npos);
+  auto seg = shm::Segment::create("/hoccl-unit-test-dup", 4096, 2, 0, 1);
+  CHECK_THROWS_AS(shm::Segment::create("/hoccl-unit-test-dup", 4096, 2, 0, 1), Error);
+  CHECK_THROWS_AS(shm::Segment::open("/hoccl-unit-test-dup", 1, 0), Error);  // wrong direction
+  seg.reset();
+  CHECK_THROWS_AS(shm::Segment::open("/hoccl-unit-test-dup", 0, 1), Error);  // gone with its owner
+}
+
+TEST_CASE("transports between threads: sizes 0..64 MiB, both directions", "[transports]") {
+  for (Kind kind : {Kind::Shm, Kind::Tcp}) {
+    DYNAMIC_SECTION(kindName(kind)) {
+      auto id = boot::createUniqueId();
+      std::string jobTag;
+      auto errors = runThreads(2, [&](int r) {
+        RankState st = connectRank(id, r, 2, kind);
+        if (r == 0) jobTag = st.jobTag;
+        st.boot->barrier();
+        if (kind == Kind::Shm && leftoverSegments(st.jobTag) != 0)
+          throw std::runtime_error("segments left in /dev/shm after connect");
+        exchangeSizes(st, r);
+      });
+      INFO(firstError(errors));
+      CHECK(firstError(errors).empty());
+    }
+  }
+}
+
+TEST_CASE("transports between threads: many messages in flight, sinks get granule pieces", "[transports]") {
+  for (Kind kind : {Kind::Shm, Kind::Tcp}) {
+    DYNAMIC_SECTION(kindName(kind)) {
+      auto id = boot::createUniqueId();
+      auto errors = runThreads(3, [&](int r) {
+        RankState st = connectRank(id, r, 3, kind);
+        exchangeMany(st, r, 300);
+      });
+      INFO(firstError(errors));
+      CHECK(firstError(errors).empty());
+    }
+  }
+}
+
+TEST_CASE("transports between processes: sizes, then many messages among 4 ranks", "[transports][fork]") {
+  for (Kind kind : {Kind::Shm, Kind::Tcp}) {
+    DYNAMIC_SECTION(kindName(kind) << " sizes") {
+      auto id = boot::createUniqueId();
+      auto results = runProcesses(2, [&](int r) {
+        RankState st = connectRank(id, r, 2, kind);
+        exchangeSizes(st, r);
+        st.boot->barrier();  // keep the channels open until the peer is done too
+        return std::string();
+      });
+      INFO(firstError(results));
+      CHECK(firstError(results).empty());
+    }
+    DYNAMIC_SECTION(kindName(kind) << " many, 4 ranks on 2 cores") {
+      auto id = boot::createUniqueId();
+      auto results = runProcesses(4, [&](int r) {
+        RankState st = connectRank(id, r, 4, kind);
+        exchangeMany(st, r, 100);
+        st.boot->barrier();
+        return std::string();
+      });
+      INFO(firstError(results));
+      CHECK(firstError(results).empty());
+    }
+  }
+}
+
+TEST_CASE("a peer process killed mid-transfer is reported, naming it, within seconds", "[transports][fork]") {
+  for (Kind kind : {Kind::Shm, Kind::Tcp}) {
+    DYNAMIC_SECTION(kindName(kind)) {
+      auto id = boot::createUniqueId();
+      // Rank 1 receives a few 1 MiB messages of an endless stream, notes the time and dies by SIGKILL. Rank 0 keeps
+      // sending and also waits for a message from rank 1 that never comes; it must fail with a RemoteError.
+      // Nobody reaps rank 1 before rank 0 is done, so the shm check must see through the zombie.
+      auto results = runProcesses(2, [&](int r) -> std::string {
+        RankState st = connectRank(id, r, 2, kind);
+        Channel& ch = *st.channels.at(1 - r);
+        std::vector<unsigned char> buf(1 << 20, 7);
+        if (r == 1) {
+          for (int i = 0; i < 5; ++i) {
+            ch.postRecv(buf.size(), RecvTarget{buf.data(), {}, 1});
+            drive({&ch});
+          }
+          raise(SIGKILL);
+        }
+        std::vector<unsigned char> never(1 << 20);
+        ch.postRecv(never.size(), RecvTarget{never.data(), {}, 1});
+        Clock::time_point failedAt;
+        try {
+          for (int i = 0; i < 100000; ++i) {
+            ch.postSend(buf.data(), buf.size());
+            auto limit = Clock::now() + std::chrono::seconds(20);
+            while (ch.pending() > 1) {  // the receive that never completes stays pending
+              if (!ch.progress()) ch.waitForActivity(500);
+              if (Clock::now() > limit) return "sending to a dead peer hung for 20 s without an error";
+            }
+          }
+          return "the stream to a dead peer never failed";
+        } catch (const Error& e) {
+          failedAt = Clock::now();
+          if (e.code() != hocclRemoteError) return fmt::format("wrong error code {}: {}", e.code(), e.what());
+          std::string what = e.what();
+          if (what.find("rank 1") == std::string::npos || what.find("testhost") == std::string::npos)
+            return "error does not name the peer: " + what;
+        }
+        return fmt::format("ok {}", failedAt.time_since_epoch().count());
+      });
+      INFO(results[0]);
+      REQUIRE(results[0].rfind("ok ", 0) == 0);
+    }
+  }
+}
+
+TEST_CASE("tcp: connections without the job secret are dropped, real ones still work", "[transports][tcp]") {
+  auto id = boot::createUniqueId();
+  std::vector<int> strays;
+  auto deadline = [] { return Clock::now() + std::chrono::seconds(5); };
+  auto errors = runThreads(2, [&](int r) {
+    auto hook = [&](const net::Address& addr) {
+      // Garbage longer than a hello.
+      net::Fd garbage = net::connectUntil(addr, deadline(), "stray: garbage");
+      std::vector<char> junk(256, 'x');
+      net::writeAll(garbage.get(), junk.data(), junk.size(), deadline(), "stray: garbage");
+      // A well-formed hello with the wrong secret.
+      net::Fd wrongSecret = net::connectUntil(addr, deadline(), "stray: wrong secret");
+      net::Secret bad = id.secret;
+      bad[3] ^= 0x40;
+      net::sendHello(wrongSecret.get(), bad, net::Hello{id.nonce, 1, 0}, deadline());
+      // The right secret but another communicator's tag.
+      net::Fd wrongTag = net::connectUntil(addr, deadline(), "stray: wrong tag");
+      net::sendHello(wrongTag.get(), id.secret, net::Hello{id.nonce + 1, 1, 0}, deadline());
+      // The right secret and tag but a rank that is not a peer of this listener.
+      net::Fd wrongRank = net::connectUntil(addr, deadline(), "stray: wrong rank");
+      net::sendHello(wrongRank.get(), id.secret, net::Hello{id.nonce, 5, 0}, deadline());
+      for (net::Fd* f : {&garbage, &wrongSecret, &wrongTag, &wrongRank}) strays.push_back(f->release());
+    };
+    RankState st = connectRank(id, r, 2, Kind::Tcp, r == 0 ? hook : std::function<void(const net::Address&)>());
+    exchangeSizes(st, r);
+  });
+  INFO(firstError(errors));
+  CHECK(firstError(errors).empty());
+  REQUIRE(strays.size() == 4);
+  for (size_t i = 0; i < strays.size(); ++i) {
+    // The listener must have closed each stray: we read EOF (or a reset), never data, within a second.
+    pollfd pfd{strays[i], POLLIN, 0};
+    CHECK(poll(&pfd, 1, 1000) == 1);
+    char c;
+    ssize_t n = recv(strays[i], &c, 1, MSG_DONTWAIT);
+    INFO("stray connection " << i);
+    CHECK(n <= 0);
+    close(strays[i]);
+  }
+}
+
+TEST_CASE("streaming bandwidth between two processes (64 MiB messages)", "[.bench]") {
+  for (Kind kind : {Kind::Shm, Kind::Tcp}) {
+    auto id = boot::createUniqueId();
+    const size_t bytes = 64u << 20;
+    const int iters = 20;
+    auto results = runProcesses(2, [&](int r) -> std::string {
+      RankState st = connectRank(id, r, 2, kind);
+      Channel& ch = *st.channels.at(1 - r);
+      std::vector<unsigned char> buf(bytes, static_cast<unsigned char>(r));
+      std::vector<double> sum(bytes / sizeof(double), 0.0);
+      auto once = [&](bool sink) {
+        if (r == 0) {
+          ch.postSend(buf.data(), bytes);
+        } else if (!sink) {
+          ch.postRecv(bytes, RecvTarget{buf.data(), {}, 1});
+        } else {
+          RecvTarget t;
+          t.granule = 8;
+          double* acc = sum.data();
+          t.sink = [acc](const void* data, size_t offset, size_t len) {  // a reduction straight from the buffer
+            const double* in = static_cast<const double*>(data);
+            double* o = acc + offset / 8;
+            for (size_t i = 0; i < len / 8; ++i) o[i] += in[i];
+          };
+          ch.postRecv(bytes, std::move(t));
+        }
+      };
+      std::string report;
+      for (bool sink : {false, true}) {
+        once(sink);
+        drive({&ch});
+        st.boot->barrier();
+        auto t0 = Clock::now();
+        for (int i = 0; i < iters; ++i) once(sink);
+        drive({&ch}, std::chrono::seconds(120));
+        double s = std::chrono::duration<double>(Clock::now() - t0).count();
+        report += fmt::format("{} {}: {:.2f} GB/s; ", kindName(kind), sink ? "sink(sum)" : "direct",
+                              bytes * iters / s / 1e9);
+        st.boot->barrier();
+      }
+      return r == 1 ? "bw " + report : std::string();
+    }, std::chrono::seconds(240));
+    WARN(results[1]);
+    CHECK(results[0].empty());
+  }
+}

@@ -1,0 +1,74 @@
+// Host discovery with hwloc: counts of NUMA nodes, cores and PUs, and the GPUs and NICs among the PCI devices with
+// the NUMA node above each (their locality decides which NIC a rank should use).
+#include "host_hw.h"
+
+#include <hwloc.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+namespace hoccl::topo {
+namespace {
+
+struct TopologyDeleter {
+  void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
+};
+
+std::string busIdOf(hwloc_obj_t pci) {
+  const auto& a = pci->attr->pcidev;
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%04x:%02x:%02x.%01x", a.domain, a.bus, a.dev, a.func);
+  return buf;
+}
+
+}  // namespace
+
+std::string HostHardware::nearestNic(int numa) const {
+  for (const auto& d : devices)
+    if (d.kind == "nic" && d.numaNode == numa) return d.name;
+  for (const auto& d : devices)
+    if (d.kind == "nic") return d.name;
+  return "";
+}
+
+HostHardware discoverHost() {
+  HostHardware hw;
+  hwloc_topology_t raw = nullptr;
+  if (hwloc_topology_init(&raw) != 0) {
+    hw.error = "hwloc_topology_init failed";
+  } else {
+    std::unique_ptr<hwloc_topology, TopologyDeleter> topo(raw);
+    hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    if (hwloc_topology_load(raw) != 0) {
+      hw.error = "hwloc_topology_load failed";
+    } else {
+      hw.numaNodes = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_NUMANODE);
+      hw.cores = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_CORE);
+      hw.pus = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_PU);
+      for (hwloc_obj_t os = hwloc_get_next_osdev(raw, nullptr); os; os = hwloc_get_next_osdev(raw, os)) {
+        PciDevice d;
+        auto type = os->attr->osdev.type;
+        if (type == HWLOC_OBJ_OSDEV_NETWORK || type == HWLOC_OBJ_OSDEV_OPENFABRICS) d.kind = "nic";
+        else if (type == HWLOC_OBJ_OSDEV_GPU || type == HWLOC_OBJ_OSDEV_COPROC) d.kind = "gpu";
+        else continue;
+        d.name = os->name ? os->name : "";
+        hwloc_obj_t pci = os->parent;
+        while (pci && pci->type != HWLOC_OBJ_PCI_DEVICE) pci = pci->parent;
+        if (pci) d.busId = busIdOf(pci);
+        hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(raw, os);
+        if (anc && anc->nodeset) {
+          int node = hwloc_bitmap_first(anc->nodeset);
+          if (hwloc_bitmap_weight(anc->nodeset) == 1 || hw.numaNodes <= 1) d.numaNode = node;
+        }
+        hw.devices.push_back(d);
+      }
+    }
+  }
+  if (hw.numaNodes <= 0) hw.numaNodes = 1;
+  if (hw.pus <= 0) hw.pus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  if (hw.cores <= 0) hw.cores = hw.pus;
+  return hw;
+}
+
+}  // namespace hoccl::topo

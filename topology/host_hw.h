@@ -1,0 +1,33 @@
+/// @file host_hw.h
+/// What is inside one host, from hwloc: NUMA nodes, cores, and the PCI devices that matter for collectives (GPUs and
+/// NICs) with their NUMA locality. Used to order ranks on a host, to pick the NIC nearest to a rank, and by hoccl-topo.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace hoccl::topo {
+
+/// One PCI device of interest.
+struct PciDevice {
+  std::string kind;      ///< "gpu", "nic" or "other"
+  std::string name;      ///< OS name ("eth0", "mlx5_0", "cuda0") or the PCI name
+  std::string busId;     ///< "0000:3b:00.0"
+  int numaNode = -1;     ///< the NUMA node it hangs off (-1 = unknown)
+};
+
+/// A summary of one host.
+struct HostHardware {
+  int numaNodes = 0;                ///< NUMA nodes (at least 1 once discovered)
+  int cores = 0;                    ///< physical cores
+  int pus = 0;                      ///< hardware threads
+  std::vector<PciDevice> devices;   ///< GPUs and NICs found (others omitted)
+  std::string error;                ///< non-empty when hwloc could not be used (then only counts from sysconf)
+  /// The NIC nearest to NUMA node `numa` (same node first, then any), or "" when there is none.
+  std::string nearestNic(int numa) const;
+};
+
+/// Discovers this host with hwloc (I/O devices included). Never throws: on failure, error says why.
+HostHardware discoverHost();
+
+}  // namespace hoccl::topo

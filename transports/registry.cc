@@ -1,0 +1,17 @@
+// The transports of this build, in priority order: shm (unless HOCCL_SHM_DISABLE=1), then tcp, always last.
+#include "registry.h"
+
+#include "shm/shm_transport.h"
+#include "tcp/tcp_transport.h"
+#include "transport_util.h"
+
+namespace hoccl::transport {
+
+std::vector<std::unique_ptr<Transport>> makeTransports() {
+  std::vector<std::unique_ptr<Transport>> list;
+  if (intParam("SHM_DISABLE", 0, 0, 1) == 0) list.push_back(std::make_unique<shm::ShmTransport>());
+  list.push_back(std::make_unique<tcp::TcpTransport>());
+  return list;
+}
+
+}  // namespace hoccl::transport

@@ -1,0 +1,299 @@
+// The shared-memory channel: segment mapping, the slot ring protocol and futex sleeping (see shm_channel.h).
+#include "shm/shm_channel.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <new>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "transport_util.h"
+
+namespace hoccl::transport::shm {
+namespace {
+
+constexpr uint64_t kSegmentMagic = 0x6d68736c63636f68ULL;  // "hocclshm" in little-endian bytes
+constexpr auto kPeerCheckInterval = std::chrono::milliseconds(100);
+
+long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex word must be a plain 32-bit word");
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
+}
+
+size_t segmentBytes(uint32_t slotBytes, uint32_t slots) {
+  return kHeaderRegion + static_cast<size_t>(slotBytes) * slots;
+}
+
+void* mapFd(int fd, size_t bytes, const std::string& name) {
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (base == MAP_FAILED) {
+    int err = errno;
+    throwSystemError(fmt::format("shm: cannot map segment {} ({} bytes); check free space in /dev/shm (df -h /dev/shm), "
+                                 "or lower HOCCL_SHM_SLOTS / HOCCL_SHM_SLOT_SIZE, or set HOCCL_SHM_DISABLE=1",
+                                 name, bytes),
+                     err);
+  }
+  return base;
+}
+
+}  // namespace
+
+// ---- Segment ----
+
+Segment::Segment(std::string name, void* base, size_t bytes, bool owner)
+    : name_(std::move(name)), base_(base), bytes_(bytes), ownsName_(owner) {
+  header_ = static_cast<SegmentHeader*>(base_);
+  data_ = static_cast<char*>(base_) + kHeaderRegion;
+}
+
+Segment::~Segment() {
+  unlink();
+  if (base_) munmap(base_, bytes_);
+}
+
+void Segment::unlink() {
+  if (ownsName_) {
+    shm_unlink(name_.c_str());
+    ownsName_ = false;
+  }
+}
+
+std::unique_ptr<Segment> Segment::create(const std::string& name, uint32_t slotBytes, uint32_t slots, int sender,
+                                         int receiver) {
+  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) {
+    int err = errno;
+    throwSystemError(fmt::format("shm: cannot create segment {} (rank {} -> rank {}); a stale segment of the same job "
+                                 "or a full /dev/shm can cause this; set HOCCL_SHM_DISABLE=1 to use tcp instead",
+                                 name, sender, receiver),
+                     err);
+  }
+  size_t bytes = segmentBytes(slotBytes, slots);
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    int err = errno;
+    close(fd);
+    shm_unlink(name.c_str());
+    throwSystemError(fmt::format("shm: cannot size segment {} to {} bytes; check free space in /dev/shm", name, bytes),
+                     err);
+  }
+  void* base = nullptr;
+  try {
+    base = mapFd(fd, bytes, name);
+  } catch (...) {
+    close(fd);
+    shm_unlink(name.c_str());
+    throw;
+  }
+  close(fd);
+  std::unique_ptr<Segment> seg(new Segment(name, base, bytes, true));
+  SegmentHeader* h = new (base) SegmentHeader();
+  h->slotBytes = slotBytes;
+  h->slots = slots;
+  h->sender = sender;
+  h->receiver = receiver;
+  h->head.store(0, std::memory_order_relaxed);
+  h->tail.store(0, std::memory_order_relaxed);
+  h->bell.store(0, std::memory_order_relaxed);
+  h->sleeping.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  h->magic = kSegmentMagic;
+  return seg;
+}
+
+std::unique_ptr<Segment> Segment::open(const std::string& name, int sender, int receiver) {
+  int fd = shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) {
+    int err = errno;
+    throwSystemError(fmt::format("shm: cannot open segment {} created by rank {} for rank {}; the peer may have "
+                                 "failed during init (check its log), or /dev/shm is not shared between the two "
+                                 "processes (containers?): set HOCCL_SHM_DISABLE=1 to use tcp",
+                                 name, sender, receiver),
+                     err);
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < kHeaderRegion) {
+    close(fd);
+    throwInternalError(fmt::format("shm: segment {} from rank {} is truncated", name, sender));
+  }
+  void* base = nullptr;
+  try {
+    base = mapFd(fd, static_cast<size_t>(st.st_size), name);
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+  close(fd);
+  std::unique_ptr<Segment> seg(new Segment(name, base, static_cast<size_t>(st.st_size), false));
+  const SegmentHeader* h = seg->header();
+  if (h->magic != kSegmentMagic || h->sender != sender || h->receiver != receiver || h->slots == 0 ||
+      h->slots > kMaxSlots || h->slotBytes == 0 || segmentBytes(h->slotBytes, h->slots) > seg->bytes_)
+    throwInternalError(fmt::format("shm: segment {} has a bad header (magic {:#x}, ranks {}->{}, {} slots of {} bytes); "
+                                   "is another job using the same name?",
+                                   name, h->magic, h->sender, h->receiver, h->slots, h->slotBytes));
+  return seg;
+}
+
+// ---- liveness ----
+
+bool processAlive(int pid) {
+  if (pid <= 0) return true;  // unknown: cannot tell
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  // A killed child that its parent has not reaped yet still answers kill(): look at its state.
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  if (!stat) return true;  // no procfs: trust kill()
+  std::string line;
+  std::getline(stat, line);
+  size_t paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= line.size()) return true;
+  char state = line[paren + 2];
+  return state != 'Z' && state != 'X' && state != 'x';
+}
+
+// ---- ShmChannel ----
+
+ShmChannel::ShmChannel(const boot::RankInfo& self, const boot::RankInfo& peerInfo, bool checkPid,
+                       std::unique_ptr<Segment> out, std::unique_ptr<Segment> in)
+    : self_(self), peer_(peerInfo), checkPid_(checkPid), out_(std::move(out)), in_(std::move(in)) {
+  outHdr_ = out_->header();
+  inHdr_ = in_->header();
+  outHead_ = outHdr_->head.load(std::memory_order_relaxed);
+  inTail_ = inHdr_->tail.load(std::memory_order_relaxed);
+  nextCheck_ = std::chrono::steady_clock::now() + kPeerCheckInterval;
+}
+
+ShmChannel::~ShmChannel() = default;
+
+void ShmChannel::postSend(const void* data, size_t bytes) {
+  if (bytes == 0) return;  // both sides skip empty messages: nothing to match
+  if (!data) throwInvalidArgument(fmt::format("shm: send of {} bytes to rank {} from a null buffer", bytes, peer_.rank));
+  sends_.push_back({static_cast<const char*>(data), bytes, 0});
+}
+
+void ShmChannel::postRecv(size_t bytes, RecvTarget target) {
+  if (bytes == 0) return;
+  if (!target.direct && !target.sink)
+    throwInvalidArgument(fmt::format("shm: receive of {} bytes from rank {} has neither a buffer nor a sink", bytes,
+                                     peer_.rank));
+  recvs_.push_back({bytes, 0, std::move(target)});
+}
+
+bool ShmChannel::progressSends() {
+  bool moved = false;
+  const uint32_t slotBytes = outHdr_->slotBytes;
+  const uint32_t slots = outHdr_->slots;
+  while (!sends_.empty()) {
+    uint64_t tail = outHdr_->tail.load(std::memory_order_acquire);
+    if (outHead_ - tail >= slots) break;  // ring full
+    PendingSend& s = sends_.front();
+    size_t n = std::min<size_t>(slotBytes, s.bytes - s.done);
+    std::memcpy(out_->slot(outHead_), s.data + s.done, n);
+    s.done += n;
+    SlotInfo& info = outHdr_->info[outHead_ % slots];
+    info.bytes = static_cast<uint32_t>(n);
+    info.last = s.done == s.bytes ? 1 : 0;
+    outHdr_->head.store(++outHead_, std::memory_order_release);
+    moved = true;
+    if (s.done == s.bytes) sends_.pop_front();
+  }
+  return moved;
+}
+
+bool ShmChannel::progressRecvs() {
+  bool moved = false;
+  const uint32_t slots = inHdr_->slots;
+  while (!recvs_.empty()) {
+    uint64_t head = inHdr_->head.load(std::memory_order_acquire);
+    if (inTail_ == head) break;  // nothing published
+    PendingRecv& r = recvs_.front();
+    const SlotInfo info = inHdr_->info[inTail_ % slots];
+    bool endsHere = r.done + info.bytes == r.bytes;
+    if (info.bytes == 0 || r.done + info.bytes > r.bytes || endsHere != (info.last != 0))
+      throwInternalError(fmt::format("shm: message size mismatch with {}: a receive of {} bytes (got {} so far) met a "
+                                     "slot of {} bytes (end of message: {}); the two ranks posted different sizes, "
+                                     "which means their collective calls differ (count, type or order)",
+                                     describePeer(peer_), r.bytes, r.done, info.bytes, info.last != 0));
+    const char* src = in_->slot(inTail_);
+    if (r.target.direct)
+      std::memcpy(static_cast<char*>(r.target.direct) + r.done, src, info.bytes);
+    else
+      r.target.sink(src, r.done, info.bytes);
+    r.done += info.bytes;
+    inHdr_->tail.store(++inTail_, std::memory_order_release);
+    moved = true;
+    if (r.done == r.bytes) recvs_.pop_front();
+  }
+  return moved;
+}
+
+void ShmChannel::ringPeer() {
+  // Pairs with the fence in waitForActivity(): either the peer sees our counter, or we see its flag.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (outHdr_->sleeping.load(std::memory_order_relaxed)) {
+    outHdr_->bell.fetch_add(1, std::memory_order_seq_cst);
+    futex(&outHdr_->bell, FUTEX_WAKE, INT_MAX, nullptr);
+  }
+}
+
+bool ShmChannel::progress() {
+  if (sends_.empty() && recvs_.empty()) return false;
+  bool moved = progressRecvs();
+  moved = progressSends() || moved;
+  if (moved) {
+    ringPeer();
+  } else {
+    checkPeer(false);
+  }
+  return moved;
+}
+
+bool ShmChannel::ready() const {
+  if (!recvs_.empty() && inHdr_->head.load(std::memory_order_acquire) != inTail_) return true;
+  if (!sends_.empty() && outHead_ - outHdr_->tail.load(std::memory_order_acquire) < outHdr_->slots) return true;
+  return false;
+}
+
+void ShmChannel::waitForActivity(int timeoutMicros) {
+  if (timeoutMicros <= 0) return;
+  if (sends_.empty() && recvs_.empty()) {
+    Channel::waitForActivity(timeoutMicros);
+    return;
+  }
+  checkPeer(false);
+  uint32_t seen = inHdr_->bell.load(std::memory_order_acquire);
+  inHdr_->sleeping.store(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!ready()) {
+    timespec ts{timeoutMicros / 1000000, static_cast<long>(timeoutMicros % 1000000) * 1000};
+    futex(&inHdr_->bell, FUTEX_WAIT, seen, &ts);  // EAGAIN (bell moved), ETIMEDOUT, EINTR: all mean "look again"
+  }
+  inHdr_->sleeping.store(0, std::memory_order_relaxed);
+}
+
+void ShmChannel::checkPeer(bool force) {
+  if (!checkPid_) return;
+  auto now = std::chrono::steady_clock::now();
+  if (!force && now < nextCheck_) return;
+  nextCheck_ = now + kPeerCheckInterval;
+  if (!processAlive(peer_.pid)) peerGone("its process has exited or was killed");
+}
+
+void ShmChannel::peerGone(const std::string& why) const {
+  throwRemoteError(fmt::format("shm: rank {} lost its peer {}: {} while {} send(s) and {} receive(s) were pending. "
+                               "Look at the peer's output for the cause (crash, OOM kill, abort, or a different "
+                               "sequence of collective calls on that rank)",
+                               self_.rank, describePeer(peer_), why, sends_.size(), recvs_.size()));
+}
+
+}  // namespace hoccl::transport::shm

@@ -1,0 +1,154 @@
+/// @file shm_channel.h
+/// The shared-memory channel: two POSIX shared-memory segments per pair of ranks, one per direction, each a
+/// single-producer single-consumer ring of fixed-size slots.
+///
+/// Segment layout (one per ordered pair sender -> receiver, created by the sender):
+///
+///   page 0   geometry (magic, slot size, slot count, ranks)            written once, before sharing
+///            head      slots published by the sender    (own cache line, release/acquire)
+///            tail      slots released by the receiver   (own cache line, release/acquire)
+///            bell      futex word the receiver sleeps on, plus its `sleeping` flag (own cache line)
+///            info[i]   bytes in slot i, and whether it ends a message
+///   page 1.. slot 0, slot 1, ... slot (slots-1)
+///
+/// A message occupies ceil(bytes / slotBytes) consecutive slots (never shares a slot with another message), so a
+/// receiver hands each slot to its sink as one piece, straight out of shared memory: piece lengths are the slot
+/// size (a multiple of 8) except for the last piece of a message.
+///
+/// Sleeping: rank a's channel to b sleeps on the bell of segment b->a. Rank b rings that bell (increments it and
+/// calls FUTEX_WAKE, only when the sleeping flag is set) after it publishes a slot into b->a or releases a slot of
+/// a->b, i.e. after anything a could be waiting for. The flag and the counters are ordered with seq_cst fences on
+/// both sides (store flag / fence / re-check counters versus store counter / fence / load flag), so no wake-up is
+/// lost.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "transport.h"
+
+namespace hoccl::transport::shm {
+
+/// Most slots one segment may have.
+constexpr uint32_t kMaxSlots = 64;
+
+/// Per-slot metadata, written by the sender before it publishes the slot.
+struct SlotInfo {
+  uint32_t bytes;  ///< payload bytes in the slot
+  uint32_t last;   ///< 1 if this slot ends its message
+};
+
+/// The control block at the start of every segment.
+struct SegmentHeader {
+  uint64_t magic;      ///< kSegmentMagic once initialised
+  uint32_t slotBytes;  ///< size of one slot (multiple of 4096)
+  uint32_t slots;      ///< number of slots (1..kMaxSlots)
+  int32_t sender;      ///< rank that writes
+  int32_t receiver;    ///< rank that reads
+  alignas(64) std::atomic<uint64_t> head;      ///< slots published by the sender
+  alignas(64) std::atomic<uint64_t> tail;      ///< slots released by the receiver
+  alignas(64) std::atomic<uint32_t> bell;      ///< futex word the receiver of this segment sleeps on
+  std::atomic<uint32_t> sleeping;              ///< non-zero while the receiver is (about to be) asleep on bell
+  alignas(64) SlotInfo info[kMaxSlots];        ///< metadata of each slot
+};
+
+/// A mapped shared-memory segment (RAII: unmapped on destruction, and unlinked if this side still owns the name).
+class Segment {
+ public:
+  /// Creates (exclusively) and maps a new segment named `name` with the given geometry. Throws SystemError with
+  /// advice (size of /dev/shm) on failure.
+  static std::unique_ptr<Segment> create(const std::string& name, uint32_t slotBytes, uint32_t slots, int sender,
+                                         int receiver);
+  /// Opens and maps an existing segment created by the peer; checks its magic and geometry.
+  static std::unique_ptr<Segment> open(const std::string& name, int sender, int receiver);
+  ~Segment();
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+
+  /// Removes the name from /dev/shm (the mapping stays valid). Idempotent.
+  void unlink();
+  /// The control block.
+  SegmentHeader* header() const { return header_; }
+  /// Start of slot i (0 <= i < slots).
+  char* slot(uint64_t i) const { return data_ + (i % header_->slots) * static_cast<size_t>(header_->slotBytes); }
+  /// The name in /dev/shm.
+  const std::string& name() const { return name_; }
+
+ private:
+  Segment(std::string name, void* base, size_t bytes, bool owner);
+  std::string name_;
+  void* base_ = nullptr;
+  size_t bytes_ = 0;
+  bool ownsName_ = false;
+  SegmentHeader* header_ = nullptr;
+  char* data_ = nullptr;
+};
+
+/// Bytes of the header region (the data starts this far into the segment).
+constexpr size_t kHeaderRegion = 4096;
+static_assert(sizeof(SegmentHeader) <= kHeaderRegion, "segment header must fit in one page");
+
+/// A channel to one peer on the same host over two segments (out: this rank -> peer, in: peer -> this rank).
+class ShmChannel final : public Channel {
+ public:
+  /// Takes both mapped segments. `self` and `peerInfo` name the two sides in errors; `checkPid` is false when the
+  /// peer is a thread of this process.
+  ShmChannel(const boot::RankInfo& self, const boot::RankInfo& peerInfo, bool checkPid, std::unique_ptr<Segment> out,
+             std::unique_ptr<Segment> in);
+  ~ShmChannel() override;
+
+  /// The peer's rank.
+  int peer() const override { return peer_.rank; }
+  /// Queues a send; bytes are copied into slots by progress().
+  void postSend(const void* data, size_t bytes) override;
+  /// Queues a receive.
+  void postRecv(size_t bytes, RecvTarget target) override;
+  /// Copies pending sends into free slots and hands published slots to pending receives.
+  bool progress() override;
+  /// Posted operations not yet complete.
+  size_t pending() const override { return sends_.size() + recvs_.size(); }
+  /// Sleeps on the futex of the incoming segment until the peer moves something, or the timeout.
+  void waitForActivity(int timeoutMicros) override;
+
+ private:
+  struct PendingSend {
+    const char* data;
+    size_t bytes;
+    size_t done;
+  };
+  struct PendingRecv {
+    size_t bytes;
+    size_t done;
+    RecvTarget target;
+  };
+
+  bool progressSends();
+  bool progressRecvs();
+  bool ready() const;
+  void ringPeer();
+  void checkPeer(bool force);
+  [[noreturn]] void peerGone(const std::string& why) const;
+
+  boot::RankInfo self_;
+  boot::RankInfo peer_;
+  bool checkPid_;
+  std::unique_ptr<Segment> out_;
+  std::unique_ptr<Segment> in_;
+  SegmentHeader* outHdr_;
+  SegmentHeader* inHdr_;
+  uint64_t outHead_ = 0;  ///< local copy of out_->head (this side is its only writer)
+  uint64_t inTail_ = 0;   ///< local copy of in_->tail (this side is its only writer)
+  std::deque<PendingSend> sends_;
+  std::deque<PendingRecv> recvs_;
+  std::chrono::steady_clock::time_point nextCheck_;
+};
+
+/// True if process `pid` is alive (exists and is not a zombie).
+bool processAlive(int pid);
+
+}  // namespace hoccl::transport::shm

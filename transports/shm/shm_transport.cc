@@ -1,0 +1,117 @@
+// The shm transport: which peers it reaches and how the segments of a communicator are set up.
+//
+// Connect protocol (collective over the communicator, every rank runs it even with no shm peer):
+//   1. create and map one segment per peer for the direction this rank -> peer (exclusive create, so a name clash
+//      is an error rather than silent sharing);
+//   2. all-gather a status: if any rank failed, every rank throws with that rank's message;
+//   3. open and map the segment peer -> this rank of every peer;
+//   4. all-gather a status again; now every segment is mapped on both sides, so each creator unlinks its names.
+// From step 4 on nothing is left in /dev/shm even if a process dies; a crash between 1 and 4 can leave names behind
+// (they carry the job tag, so they never collide with another job).
+#include "shm/shm_transport.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "shm/shm_channel.h"
+#include "transport_util.h"
+
+namespace hoccl::transport::shm {
+namespace {
+
+/// What each rank tells the others after a connect phase.
+struct PhaseStatus {
+  int32_t failed = 0;
+  int32_t code = 0;
+  char message[504] = {};
+};
+
+/// All-gathers this rank's outcome of a phase; throws on every rank if any rank failed.
+void agree(const ConnectContext& ctx, const std::string& phase, const Error* mine) {
+  std::vector<PhaseStatus> all(ctx.nranks);
+  PhaseStatus& me = all[ctx.rank];
+  if (mine) {
+    me.failed = 1;
+    me.code = mine->code();
+    std::strncpy(me.message, mine->what(), sizeof(me.message) - 1);
+  }
+  ctx.bootstrap->allGather(all.data(), sizeof(PhaseStatus));
+  if (mine) throw *mine;
+  for (int r = 0; r < ctx.nranks; ++r) {
+    if (!all[r].failed) continue;
+    all[r].message[sizeof(all[r].message) - 1] = 0;
+    throwRemoteError(fmt::format("shm: rank {} failed while {} (so rank {} stops too): {}", r, phase, ctx.rank,
+                                 all[r].message));
+  }
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+}  // namespace
+
+ShmTransport::ShmTransport() {
+  int64_t slotBytes = intParam("SHM_SLOT_SIZE", kDefaultSlotBytes, 4096, int64_t{1} << 30);
+  slotBytes_ = static_cast<uint32_t>((slotBytes + 4095) / 4096 * 4096);
+  slots_ = static_cast<uint32_t>(intParam("SHM_SLOTS", kDefaultSlots, 2, kMaxSlots));
+}
+
+bool ShmTransport::canConnect(const ConnectContext& ctx, int peer) const {
+  return peer != ctx.rank && ctx.peers.at(peer).hostHash == ctx.peers.at(ctx.rank).hostHash;
+}
+
+std::string ShmTransport::segmentName(const std::string& jobTag, int from, int to) {
+  std::string tag;
+  for (char c : jobTag) tag += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
+  if (tag.size() > 160) tag = fmt::format("{:016x}", fnv1a(jobTag));
+  return fmt::format("/hoccl-{}-{}-{}", tag, from, to);
+}
+
+std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectContext& ctx,
+                                                               const std::vector<int>& peers) {
+  for (int p : peers)
+    if (!canConnect(ctx, p))
+      throwInternalError(fmt::format("shm: asked to connect rank {} to rank {}, which is on another host", ctx.rank, p));
+
+  std::map<int, std::unique_ptr<Segment>> out, in;
+  try {
+    for (int p : peers) out[p] = Segment::create(segmentName(ctx.jobTag, ctx.rank, p), slotBytes_, slots_, ctx.rank, p);
+    agree(ctx, "creating its shared-memory segments", nullptr);
+  } catch (const Error& e) {
+    out.clear();
+    if (e.code() == hocclRemoteError) throw;
+    agree(ctx, "creating its shared-memory segments", &e);
+  }
+  try {
+    for (int p : peers) in[p] = Segment::open(segmentName(ctx.jobTag, p, ctx.rank), p, ctx.rank);
+    agree(ctx, "mapping its peers' shared-memory segments", nullptr);
+  } catch (const Error& e) {
+    if (e.code() == hocclRemoteError) throw;
+    agree(ctx, "mapping its peers' shared-memory segments", &e);
+  }
+  // Every rank has mapped everything it needs: the names can go.
+  for (auto& [p, seg] : out) seg->unlink();
+
+  std::map<int, std::unique_ptr<Channel>> channels;
+  const boot::RankInfo& self = ctx.peers.at(ctx.rank);
+  for (int p : peers) {
+    const boot::RankInfo& peer = ctx.peers.at(p);
+    bool checkPid = peer.pid != self.pid;
+    channels[p] = std::make_unique<ShmChannel>(self, peer, checkPid, std::move(out[p]), std::move(in[p]));
+  }
+  HOCCL_INFO(kShm, "shm: rank {} connected to {} peer(s), {} slots of {} KiB per direction", ctx.rank, peers.size(),
+             slots_, slotBytes_ / 1024);
+  return channels;
+}
+
+}  // namespace hoccl::transport::shm

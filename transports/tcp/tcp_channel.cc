@@ -1,0 +1,186 @@
+// The tcp channel: striping of messages over several nonblocking connections (see tcp_channel.h).
+#include "tcp/tcp_channel.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "transport_util.h"
+
+namespace hoccl::transport::tcp {
+
+TcpChannel::TcpChannel(const boot::RankInfo& self, const boot::RankInfo& peerInfo, std::vector<net::Fd> sockets,
+                       size_t stripeBytes)
+    : self_(self), peer_(peerInfo), stripeBytes_(stripeBytes) {
+  if (sockets.empty() || stripeBytes_ == 0 || stripeBytes_ % 8 != 0)
+    throwInternalError(fmt::format("tcp: bad channel to rank {} ({} sockets, stripe {} bytes)", peer_.rank,
+                                   sockets.size(), stripeBytes_));
+  conns_.resize(sockets.size());
+  for (size_t i = 0; i < sockets.size(); ++i) {
+    net::setNonBlocking(sockets[i].get());
+    conns_[i].fd = std::move(sockets[i]);
+  }
+}
+
+TcpChannel::~TcpChannel() = default;
+
+void TcpChannel::postSend(const void* data, size_t bytes) {
+  if (bytes == 0) return;  // both sides skip empty messages
+  if (!data) throwInvalidArgument(fmt::format("tcp: send of {} bytes to rank {} from a null buffer", bytes, peer_.rank));
+  uint64_t seq = sendPosted_++;
+  size_t stripes = (bytes + stripeBytes_ - 1) / stripeBytes_;
+  sendMsgs_.push_back({stripes});
+  char* base = const_cast<char*>(static_cast<const char*>(data));  // only ever read
+  for (size_t off = 0; off < bytes; off += stripeBytes_) {
+    uint64_t g = sendStripes_++;
+    conns_[g % conns_.size()].out.push_back({g, seq, base, off, std::min(stripeBytes_, bytes - off)});
+  }
+}
+
+void TcpChannel::postRecv(size_t bytes, RecvTarget target) {
+  if (bytes == 0) return;
+  if (!target.direct && !target.sink)
+    throwInvalidArgument(fmt::format("tcp: receive of {} bytes from rank {} has neither a buffer nor a sink", bytes,
+                                     peer_.rank));
+  uint64_t seq = recvPosted_++;
+  size_t stripes = (bytes + stripeBytes_ - 1) / stripeBytes_;
+  char* base = static_cast<char*>(target.direct);
+  recvMsgs_.push_back({bytes, std::move(target), stripes, recvStripes_});
+  for (size_t off = 0; off < bytes; off += stripeBytes_) {
+    uint64_t g = recvStripes_++;
+    Conn& c = conns_[g % conns_.size()];
+    c.in.push_back({g, seq, base, off, std::min(stripeBytes_, bytes - off)});
+    if (!base && c.staging.empty()) c.staging.resize(stripeBytes_);
+  }
+}
+
+bool TcpChannel::progressSends() {
+  bool moved = false;
+  for (size_t i = 0; i < conns_.size(); ++i) {
+    Conn& c = conns_[i];
+    while (!c.out.empty()) {
+      Stripe& s = c.out.front();
+      ssize_t n = ::send(c.fd.get(), s.base + s.offset + s.done, s.bytes - s.done, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        if (errno == EINTR) continue;
+        fail(fmt::format("sending on connection {}", i), errno);
+      }
+      s.done += static_cast<size_t>(n);
+      moved = moved || n > 0;
+      if (s.done < s.bytes) continue;
+      sendMsgs_[s.msg - sendDone_].stripesLeft--;
+      c.out.pop_front();
+    }
+  }
+  while (!sendMsgs_.empty() && sendMsgs_.front().stripesLeft == 0) {
+    sendMsgs_.pop_front();
+    ++sendDone_;
+  }
+  return moved;
+}
+
+bool TcpChannel::progressRecvs() {
+  bool moved = false;
+  for (size_t i = 0; i < conns_.size(); ++i) {
+    Conn& c = conns_[i];
+    while (!c.in.empty()) {
+      Stripe& s = c.in.front();
+      if (s.done < s.bytes) {
+        char* dst = s.base ? s.base + s.offset + s.done : c.staging.data() + s.done;
+        ssize_t n = ::recv(c.fd.get(), dst, s.bytes - s.done, MSG_DONTWAIT);
+        if (n == 0) fail(fmt::format("connection {} was closed by the peer", i), 0);
+        if (n < 0) {
+          if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+          if (errno == EINTR) continue;
+          fail(fmt::format("receiving on connection {}", i), errno);
+        }
+        s.done += static_cast<size_t>(n);
+        moved = true;
+        if (s.done < s.bytes) continue;
+      }
+      RecvMsg& m = recvMsg(s.msg);
+      if (!s.base) {
+        if (m.nextDeliver != s.index) break;  // an earlier stripe of this message is still on another connection
+        m.target.sink(c.staging.data(), s.offset, s.bytes);
+        m.nextDeliver++;
+      }
+      m.stripesLeft--;
+      c.in.pop_front();
+    }
+  }
+  moved = deliverStaged() || moved;
+  completeRecvs();
+  return moved;
+}
+
+bool TcpChannel::deliverStaged() {
+  // A staged stripe may have become deliverable when an earlier connection in the loop above delivered its own.
+  bool moved = false;
+  for (bool again = true; again;) {
+    again = false;
+    for (Conn& c : conns_) {
+      if (c.in.empty()) continue;
+      Stripe& s = c.in.front();
+      if (s.base || s.done < s.bytes) continue;
+      RecvMsg& m = recvMsg(s.msg);
+      if (m.nextDeliver != s.index) continue;
+      m.target.sink(c.staging.data(), s.offset, s.bytes);
+      m.nextDeliver++;
+      m.stripesLeft--;
+      c.in.pop_front();
+      moved = again = true;
+    }
+  }
+  return moved;
+}
+
+void TcpChannel::completeRecvs() {
+  while (!recvMsgs_.empty() && recvMsgs_.front().stripesLeft == 0) {
+    recvMsgs_.pop_front();
+    ++recvDone_;
+  }
+}
+
+bool TcpChannel::progress() {
+  if (sendMsgs_.empty() && recvMsgs_.empty()) return false;
+  bool moved = progressRecvs();
+  return progressSends() || moved;
+}
+
+void TcpChannel::waitForActivity(int timeoutMicros) {
+  if (timeoutMicros <= 0) return;
+  std::vector<pollfd> fds;
+  fds.reserve(conns_.size());
+  for (Conn& c : conns_) {
+    short events = 0;
+    if (!c.out.empty()) events |= POLLOUT;
+    if (!c.in.empty() && c.in.front().done < c.in.front().bytes) events |= POLLIN;
+    if (events) fds.push_back({c.fd.get(), events, 0});
+  }
+  if (fds.empty()) {
+    Channel::waitForActivity(timeoutMicros);
+    return;
+  }
+  timespec ts{timeoutMicros / 1000000, static_cast<long>(timeoutMicros % 1000000) * 1000};
+  ppoll(fds.data(), fds.size(), &ts, nullptr);  // errors and hang-ups surface in the next progress()
+}
+
+void TcpChannel::fail(const std::string& what, int err) const {
+  std::string reason = err ? fmt::format("{} failed: {}", what, std::strerror(err)) : what;
+  std::string selfHost(self_.hostname, strnlen(self_.hostname, sizeof(self_.hostname)));
+  throwRemoteError(fmt::format("tcp: rank {} lost its peer {}: {} ({} send(s), {} receive(s) pending). The peer "
+                               "process probably exited, crashed or was killed: check its output. If it is still "
+                               "running, check the network between {} and the peer's host (firewall, "
+                               "HOCCL_SOCKET_IFNAME)",
+                               self_.rank, describePeer(peer_), reason, sendMsgs_.size(), recvMsgs_.size(),
+                               selfHost.empty() ? "this host" : selfHost));
+}
+
+}  // namespace hoccl::transport::tcp

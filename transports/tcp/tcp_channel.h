@@ -1,0 +1,95 @@
+/// @file tcp_channel.h
+/// The tcp channel: several nonblocking TCP connections to one peer, with messages striped across them.
+///
+/// Wire format: none beyond the bytes themselves. Both sides post the same sequence of message sizes (the
+/// schedule guarantees it), so both cut every message into the same stripes of `stripeBytes` (the last one
+/// shorter) and number the stripes of a direction 0, 1, 2, ... across messages; stripe g travels on connection
+/// g % connections. A receiver therefore knows, for each connection, which stripe comes next and where it goes:
+/// - a receive with a direct buffer reads every stripe straight to its place, from all connections at once;
+/// - a receive with a sink reads a stripe into that connection's staging buffer and hands it to the sink only when
+///   it is the message's next stripe, so the sink sees consecutive pieces (stripe lengths are multiples of 8 except
+///   a message's last). A connection whose staged stripe waits for an earlier one pauses; the earliest missing
+///   stripe is always at the front of its own connection, so this never deadlocks.
+/// Empty messages carry no stripes and complete at once on both sides.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/socket.h"
+#include "transport.h"
+
+namespace hoccl::transport::tcp {
+
+/// A channel to one peer over `connections` connected, authenticated sockets.
+class TcpChannel final : public Channel {
+ public:
+  /// Takes the sockets (already past the hello; made nonblocking here). `stripeBytes` must be equal on both sides.
+  TcpChannel(const boot::RankInfo& self, const boot::RankInfo& peerInfo, std::vector<net::Fd> sockets,
+             size_t stripeBytes);
+  ~TcpChannel() override;
+
+  /// The peer's rank.
+  int peer() const override { return peer_.rank; }
+  /// Queues a send (cut into stripes over the connections).
+  void postSend(const void* data, size_t bytes) override;
+  /// Queues a receive.
+  void postRecv(size_t bytes, RecvTarget target) override;
+  /// Writes and reads whatever the sockets accept without blocking.
+  bool progress() override;
+  /// Posted operations not yet complete.
+  size_t pending() const override { return sendMsgs_.size() + recvMsgs_.size(); }
+  /// poll() on the sockets that have work, up to the timeout.
+  void waitForActivity(int timeoutMicros) override;
+
+ private:
+  struct SendMsg {
+    size_t stripesLeft;
+  };
+  struct RecvMsg {
+    size_t bytes;
+    RecvTarget target;
+    size_t stripesLeft;
+    uint64_t nextDeliver;  ///< global index of the next stripe to hand to the sink
+  };
+  struct Stripe {
+    uint64_t index;    ///< global stripe number in this direction
+    uint64_t msg;      ///< message sequence number in this direction
+    char* base;        ///< sends: source; direct receives: destination; sink receives: null (staging)
+    size_t offset;     ///< offset in the message
+    size_t bytes;      ///< stripe length
+    size_t done = 0;   ///< bytes moved so far
+  };
+  struct Conn {
+    net::Fd fd;
+    std::deque<Stripe> out;
+    std::deque<Stripe> in;
+    std::vector<char> staging;
+  };
+
+  bool progressSends();
+  bool progressRecvs();
+  bool deliverStaged();
+  void completeRecvs();
+  RecvMsg& recvMsg(uint64_t seq) { return recvMsgs_[seq - recvDone_]; }
+  [[noreturn]] void fail(const std::string& what, int err) const;
+
+  boot::RankInfo self_;
+  boot::RankInfo peer_;
+  std::vector<Conn> conns_;
+  size_t stripeBytes_;
+  std::deque<SendMsg> sendMsgs_;
+  std::deque<RecvMsg> recvMsgs_;
+  uint64_t sendStripes_ = 0;  ///< stripes posted for sending so far
+  uint64_t recvStripes_ = 0;  ///< stripes posted for receiving so far
+  uint64_t sendPosted_ = 0;   ///< messages posted for sending so far
+  uint64_t sendDone_ = 0;     ///< messages fully sent (a prefix)
+  uint64_t recvPosted_ = 0;   ///< messages posted for receiving so far
+  uint64_t recvDone_ = 0;     ///< messages fully received (a prefix)
+};
+
+}  // namespace hoccl::transport::tcp

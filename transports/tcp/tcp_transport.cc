@@ -1,0 +1,139 @@
+// The tcp transport: address exchange and connection setup.
+//
+// Connect protocol (collective over the communicator; every rank runs it, even with no tcp peer):
+//   1. a rank with a tcp peer above it listens on its local address (net::localAddress, HOCCL_SOCKET_IFNAME);
+//   2. all ranks all-gather a card {listening, connections, stripe size, address};
+//   3. for every tcp peer below it, a rank opens min(its, peer's) connections, each starting with the hello
+//      (secret, communicator tag, own rank, connection index);
+//   4. it then accepts until every connection expected from the peers above it has arrived. An accepted connection
+//      that fails the hello (wrong secret, garbage, silence), carries another communicator's tag, claims a rank
+//      that is not an expected peer, or repeats an index is closed and logged; the wait goes on.
+// Step 3 never waits on step 4 of the same rank: connects complete in the listener's backlog, and the lowest rank
+// has nothing to connect to, so by induction every rank reaches its accept loop.
+#include "tcp/tcp_transport.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "tcp/tcp_channel.h"
+#include "transport_util.h"
+
+namespace hoccl::transport::tcp {
+namespace {
+
+/// What each rank publishes about its listener.
+struct Card {
+  int32_t listening = 0;
+  int32_t conns = 0;
+  uint64_t stripeBytes = 0;
+  net::Address addr;
+};
+
+/// Accepts the connections expected from higher peers; returns them by peer, indexed by connection.
+std::map<int, std::vector<net::Fd>> acceptAll(const ConnectContext& ctx, int listenFd,
+                                              std::map<int, int> expected, net::Deadline deadline) {
+  std::map<int, std::vector<net::Fd>> got;
+  size_t missing = 0;
+  for (auto& [p, n] : expected) {
+    got[p].resize(n);
+    missing += n;
+  }
+  const uint64_t tag = ctx.bootstrap->commTag();
+  while (missing > 0) {
+    net::Fd fd;
+    try {
+      fd = net::acceptUntil(listenFd, deadline);
+    } catch (const Error& e) {
+      std::string who;
+      for (auto& [p, socks] : got)
+        for (size_t i = 0; i < socks.size(); ++i)
+          if (!socks[i]) who += fmt::format(" {}#{}", describePeer(ctx.peers.at(p)), i);
+      throwRemoteError(fmt::format("tcp: rank {} timed out waiting for connections from:{} ({}). Those ranks may "
+                                   "have failed during init, or cannot reach this host (firewall, HOCCL_SOCKET_IFNAME)",
+                                   ctx.rank, who, e.what()));
+    }
+    net::Hello hello;
+    auto helloDeadline = std::min(deadline, net::Clock::now() + std::chrono::seconds(10));
+    if (!net::readHello(fd.get(), ctx.bootstrap->secret(), &hello, helloDeadline)) continue;  // logged by readHello
+    auto it = got.find(hello.rank);
+    bool ok = hello.tag == tag && it != got.end() && hello.index >= 0 &&
+              static_cast<size_t>(hello.index) < it->second.size() && !it->second[hello.index];
+    if (!ok) {
+      HOCCL_WARN(kNet, "tcp: rank {} dropped a connection that proved the secret but claims rank {} connection {} "
+                 "with tag {:#x} (expected tag {:#x}); a stale or misconfigured process of this job?",
+                 ctx.rank, hello.rank, hello.index, hello.tag, tag);
+      continue;
+    }
+    it->second[hello.index] = std::move(fd);
+    --missing;
+  }
+  return got;
+}
+
+}  // namespace
+
+TcpTransport::TcpTransport() {
+  conns_ = static_cast<int>(intParam("TCP_CONNS", kDefaultConns, 1, 16));
+  int64_t stripe = intParam("TCP_STRIPE_SIZE", kDefaultStripeBytes, 4096, int64_t{1} << 30);
+  stripeBytes_ = static_cast<size_t>((stripe + 4095) / 4096 * 4096);
+}
+
+std::map<int, std::unique_ptr<Channel>> TcpTransport::connect(const ConnectContext& ctx,
+                                                               const std::vector<int>& peers) {
+  std::set<int> peerSet(peers.begin(), peers.end());
+  net::Fd listener;
+  std::vector<Card> cards(ctx.nranks);
+  Card& me = cards[ctx.rank];
+  me.conns = conns_;
+  me.stripeBytes = stripeBytes_;
+  if (!peerSet.empty() && *peerSet.rbegin() > ctx.rank) {
+    listener = net::listenOn(net::localAddress(), &me.addr);
+    me.listening = 1;
+    if (onListening) onListening(me.addr);
+  }
+  ctx.bootstrap->allGather(cards.data(), sizeof(Card));
+
+  const net::Deadline deadline = net::defaultDeadline();
+  const boot::RankInfo& self = ctx.peers.at(ctx.rank);
+  std::map<int, std::vector<net::Fd>> sockets;
+  std::map<int, int> expected;
+  for (int p : peerSet) {
+    const Card& card = cards.at(p);
+    int n = std::min(conns_, card.conns);
+    if (p > ctx.rank) {
+      expected[p] = n;
+      continue;
+    }
+    if (!card.listening)
+      throwInternalError(fmt::format("tcp: rank {} wants a tcp channel to rank {}, which does not expect one; the "
+                                     "ranks disagree on the transport (different HOCCL_SHM_DISABLE or host ids?)",
+                                     ctx.rank, p));
+    std::string what = fmt::format("tcp: rank {} connecting to {} at {}", ctx.rank, describePeer(ctx.peers.at(p)),
+                                   card.addr.toString());
+    for (int i = 0; i < n; ++i) {
+      net::Fd fd = net::connectUntil(card.addr, deadline, what);
+      net::sendHello(fd.get(), ctx.bootstrap->secret(), net::Hello{ctx.bootstrap->commTag(), ctx.rank, i}, deadline);
+      sockets[p].push_back(std::move(fd));
+    }
+  }
+  if (!expected.empty()) {
+    auto accepted = acceptAll(ctx, listener.get(), expected, deadline);
+    for (auto& [p, socks] : accepted) sockets[p] = std::move(socks);
+  }
+
+  std::map<int, std::unique_ptr<Channel>> channels;
+  for (auto& [p, socks] : sockets) {
+    for (auto& fd : socks) net::tuneTcp(fd.get());
+    size_t stripe = std::min<uint64_t>(stripeBytes_, cards[p].stripeBytes);
+    channels[p] = std::make_unique<TcpChannel>(self, ctx.peers.at(p), std::move(socks), stripe);
+  }
+  HOCCL_INFO(kNet, "tcp: rank {} connected to {} peer(s), {} connection(s) each", ctx.rank, channels.size(), conns_);
+  return channels;
+}
+
+}  // namespace hoccl::transport::tcp

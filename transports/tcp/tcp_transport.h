@@ -1,0 +1,44 @@
+/// @file tcp_transport.h
+/// The tcp transport: reaches every peer (always available, always last). One listener per rank during connect;
+/// the higher rank of a pair connects, the lower accepts; every accepted connection must first prove the job secret
+/// with net::readHello. Parameters: HOCCL_TCP_CONNS (connections per peer, default 2), HOCCL_TCP_STRIPE_SIZE
+/// (bytes per stripe, default 512 KiB); a pair uses the smaller of the two sides' values.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "net/socket.h"
+#include "transport.h"
+
+namespace hoccl::transport::tcp {
+
+/// Default connections per peer.
+constexpr int kDefaultConns = 2;
+/// Default stripe size.
+constexpr size_t kDefaultStripeBytes = 512 * 1024;
+
+/// The tcp transport.
+class TcpTransport final : public Transport {
+ public:
+  /// Reads HOCCL_TCP_CONNS and HOCCL_TCP_STRIPE_SIZE (InvalidArgument if malformed).
+  TcpTransport();
+  /// "tcp".
+  const char* name() const override { return "tcp"; }
+  /// Always true for another rank.
+  bool canConnect(const ConnectContext& ctx, int peer) const override { return peer != ctx.rank; }
+  /// Listens, all-gathers the addresses, connects to lower peers and accepts from higher ones. Collective.
+  std::map<int, std::unique_ptr<Channel>> connect(const ConnectContext& ctx, const std::vector<int>& peers) override;
+
+  /// For tests: called with the listener's address after it is listening and before the address exchange.
+  std::function<void(const net::Address&)> onListening;
+
+ private:
+  int conns_;
+  size_t stripeBytes_;
+};
+
+}  // namespace hoccl::transport::tcp
