@@ -128,11 +128,10 @@ TEST_CASE("options: defaults, lists and clear errors") {
   Options o2;
   CHECK(parse({"-d", "int8,half", "-o", "max"}, &o2) == -1);
   CHECK(o2.types == std::vector<hocclDataType_t>{hocclInt8, hocclFloat16});
-  Options bad;
-  CHECK(parse({"-d", "complex"}, &bad) == 2);
-  CHECK(parse({"-g", "2"}, &bad) == 2);
-  CHECK(parse({"-R", "1"}, &bad) == 2);
-  CHECK(parse({"-G", "5"}, &bad) == 2);
-  CHECK(parse({"-b", "2M", "-e", "1M"}, &bad) == 2);
-  CHECK(parse({"--no-such-flag"}, &bad) == 2);
+  for (auto args : std::vector<std::vector<const char*>>{{"-d", "complex"}, {"-g", "2"}, {"-R", "1"}, {"-G", "5"},
+                                                         {"-b", "2M", "-e", "1M"}, {"-a", "7"}, {"-o", "xor"},
+                                                         {"-n", "0"}, {"--no-such-flag"}}) {
+    Options bad;  // a fresh one each time, so each case fails for its own reason
+    CHECK(parse(args, &bad) == 2);
+  }
 }

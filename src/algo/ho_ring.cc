@@ -56,6 +56,8 @@ Range part(Range r, int n, int j) {
   return {r.off + uj * q + std::min(uj, rem), q + (uj < rem ? 1 : 0)};
 }
 
+constexpr size_t kMaxChunks = 64;  // bounds the schedule size (steps ~ chunks + slots)
+
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
 // Everything one rank needs to emit its prims.
@@ -147,7 +149,7 @@ size_t hoRingDefaultChunks(size_t elems, int nranks) {
   constexpr size_t kMinMessage = 512;         // elements per ring message at the innermost split
   size_t k = (elems + kChunkElems - 1) / kChunkElems;
   k = std::min(k, elems / (static_cast<size_t>(nranks) * kMinMessage));
-  return std::clamp<size_t>(k, 1, 64);
+  return std::clamp<size_t>(k, 1, kMaxChunks);
 }
 
 sched::Schedule hoRingSchedule(const sched::CollArgs& args, const topo::Topology& topo) {
@@ -166,7 +168,7 @@ sched::Schedule hoRingSchedule(const sched::CollArgs& args, const topo::Topology
   size_t k = args.chunkCount ? std::max<size_t>(1, (workElems + args.chunkCount - 1) / args.chunkCount)
                              : hoRingDefaultChunks(workElems, args.nranks);
   // For RS/AG a chunk is one slice of every block, so there are at most c chunks.
-  k = std::max<size_t>(1, std::min(k, ar ? workElems : c));
+  k = std::clamp<size_t>(std::min(k, ar ? workElems : c), 1, kMaxChunks);
   std::vector<size_t> v = virtualBlocks(h);
   std::vector<std::vector<Slot>> chunks(k);
   for (size_t ki = 0; ki < k; ++ki) {

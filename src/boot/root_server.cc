@@ -3,6 +3,7 @@
 #include "boot/root_server.h"
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <string>
@@ -135,7 +136,12 @@ class RootServer {
       }
       std::vector<char> all;
       for (auto& s : slots) all.insert(all.end(), s.begin(), s.end());
-      for (int r = 0; r < n; ++r) sendData(r, all.data(), all.size());
+      // Ranks of this process last: once one of them has its answer it may destroy its communicator and exit,
+      // which ends this thread; by then every other rank's answer is already in its socket (barrier before exit).
+      for (int r = 0; r < n; ++r)
+        if (infos_[r].pid != static_cast<int32_t>(::getpid())) sendData(r, all.data(), all.size());
+      for (int r = 0; r < n; ++r)
+        if (infos_[r].pid == static_cast<int32_t>(::getpid())) sendData(r, all.data(), all.size());
     }
   }
 

@@ -43,8 +43,18 @@ const std::vector<Param>& all() {
       {"SHM_SLOT_SIZE", "524288", "Bytes per shared-memory ring slot"},
       {"SHM_SLOTS", "8", "Slots per shared-memory ring (per direction and peer)"},
       {"TCP_CONNS", "2", "TCP connections per peer; large messages are striped across them"},
+      {"TCP_STRIPE_SIZE", "524288", "Bytes per stripe when a tcp message is split across the connections of a peer"},
       {"NET", "", "Preferred network transport for different hosts (tcp)"},
       {"IB_DISABLE", "0", "1 disables the RDMA (ibverbs) transport"},
+      // Cost model (topology/cost_model.h): the tuner's alpha-beta parameters per link class.
+      {"LINK_BW_SELF", "10000", "Cost model: local copy/reduce rate, MB/s"},
+      {"LINK_BW_INTRA_HOST", "8000", "Cost model: bandwidth between ranks of one host, MB/s per flow"},
+      {"LINK_BW_INTRA_SWITCH", "1200", "Cost model: host NIC bandwidth (hosts under one switch), MB/s per direction"},
+      {"LINK_BW_INTER_SWITCH", "1200", "Cost model: a switch's uplink to the spine, MB/s per direction"},
+      {"LINK_LAT_SELF", "1", "Cost model: cost of one local copy/reduce, microseconds"},
+      {"LINK_LAT_INTRA_HOST", "2", "Cost model: message latency inside a host, microseconds"},
+      {"LINK_LAT_INTRA_SWITCH", "15", "Cost model: message latency between hosts of one switch, microseconds"},
+      {"LINK_LAT_INTER_SWITCH", "20", "Cost model: message latency across switches, microseconds"},
   };
   return table;
 }

@@ -59,6 +59,13 @@ topo::Topology readTopology(hocclComm_t comm, int nranks) {
 
 }  // namespace
 
+Layout layoutOfComm(hocclComm_t comm, GroupLevel level) {
+  int nranks = 0;
+  if (hocclCommCount(comm, &nranks) != hocclSuccess)
+    throwInvalidArgument("PaRO: the communicator is not valid (was it destroyed?)");
+  return makeLayout(readTopology(comm, nranks), level);
+}
+
 void Runtime::check(hocclResult_t result, const char* what, hocclComm_t comm) const {
   if (result == hocclSuccess) return;
   throw Error(result, fmt::format("PaRO {} ({}) failed on rank {} (group {}, local index {}): {}: {}", what,
@@ -70,7 +77,7 @@ Runtime::Runtime(hocclComm_t comm, const Strategy& strategy, GroupLevel level) :
   int nranks = 0;
   if (hocclCommCount(comm, &nranks) != hocclSuccess || hocclCommUserRank(comm, &rank_) != hocclSuccess)
     throwInvalidArgument("PaRO: the communicator is not valid (was it destroyed?)");
-  layout_ = makeLayout(readTopology(comm, nranks), level);
+  layout_ = layoutOfComm(comm, level);
   if (!layout_.note.empty() && rank_ == 0) HOCCL_WARN(kParo, "PaRO {}: {}", strategy_.name(), layout_.note);
   const int g = layout_.groupOf[rank_], k = layout_.localOf[rank_];
   try {

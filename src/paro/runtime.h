@@ -68,6 +68,9 @@ class Runtime {
   std::vector<unsigned char> scratch_;
 };
 
+/// The layout of comm's ranks grouped by level (reads every rank's location with hocclCommRankLocation).
+Layout layoutOfComm(hocclComm_t comm, GroupLevel level);
+
 /// Bytes of one element of a hoccl datatype (InvalidArgument for an unknown one).
 size_t dataTypeSize(hocclDataType_t type);
 

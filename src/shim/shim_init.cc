@@ -1,17 +1,30 @@
 /// @file shim_init.cc
 /// NCCL's communicator life cycle on top of hoccl: version, unique id, the init variants, split and shrink,
 /// finalize/destroy/abort/revoke, queries, error strings and the last-error text.
+#include <cstdio>
 #include <cstring>
 
 #include <fmt/format.h>
 
 #include "core/log.h"
+#include "core/params.h"
 #include "shim/config.h"
 #include "shim/shim_common.h"
 
 using namespace hoccl::shim;
 
 namespace {
+
+// With NCCL_COMM_ID (or HOCCL_COMM_ID) set, NCCL's ids only carry "use the fixed root address": every rank may call
+// ncclGetUniqueId itself, and rank 0 serves the root at init. The shim marks such an id with this magic ("HOCE")
+// and then creates the communicator with hocclCommInitRankFromEnv (which also needs HOCCL_/NCCL_AUTH_TOKEN).
+constexpr uint32_t kEnvIdMagic = 0x484f4345u;
+
+bool isEnvId(const ncclUniqueId& id) {
+  uint32_t magic = 0;
+  std::memcpy(&magic, id.internal, sizeof magic);
+  return magic == kEnvIdMagic;
+}
 
 hocclUniqueId toHocclId(const ncclUniqueId& id) {
   hocclUniqueId h;
@@ -28,7 +41,13 @@ ncclResult_t initRank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int 
   requireOut(comm, "comm (the output communicator)");
   hocclConfig_t cfg = translateConfig(config);
   hocclComm_t h = nullptr;
-  const hocclResult_t r = hocclCommInitRankConfig(&h, nranks, toHocclId(id), rank, &cfg);
+  hocclResult_t r;
+  if (isEnvId(id)) {
+    if (cfg.blocking == 0) HOCCL_INFO(kInit, "NCCL_COMM_ID init is blocking; config.blocking = 0 is not honoured");
+    r = hocclCommInitRankFromEnv(&h, nranks, rank);
+  } else {
+    r = hocclCommInitRankConfig(&h, nranks, toHocclId(id), rank, &cfg);
+  }
   *comm = toNccl(h);
   return fromHoccl(r);
 }
@@ -49,6 +68,12 @@ HOCCL_NCCL_WEAK_ALIAS(ncclGetVersion)
 ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
   return guarded("ncclGetUniqueId", [&] {
     requireOut(uniqueId, "uniqueId");
+    if (const auto commId = hoccl::params::get("COMM_ID")) {
+      std::memset(uniqueId, 0, sizeof *uniqueId);
+      std::memcpy(uniqueId->internal, &kEnvIdMagic, sizeof kEnvIdMagic);
+      std::snprintf(uniqueId->internal + 8, sizeof uniqueId->internal - 8, "COMM_ID=%s", commId->c_str());
+      return ncclSuccess;
+    }
     return fromHoccl(hocclGetUniqueId(reinterpret_cast<hocclUniqueId*>(uniqueId)));
   });
 }

@@ -31,7 +31,10 @@ double inputValue(ncclDataType_t t, ncclRedOp_t op, int rank, size_t i) {
   switch (op) {
     case ncclSum: return u ? double(h % 3) : double(h % 5) - 2;                  // |partial sums| <= 8
     case ncclProd: return u ? double(1 + h % 2) : (h % 3 == 0 ? -1.0 : double(1 + h % 2));  // +-powers of two
-    case ncclAvg: return double(u ? 1 + i % 3 : int(i % 5) - 2) + (rank % 2 ? 1 : -1);  // average = the i term
+    case ncclAvg: {  // +-1 per rank cancels over an even number of ranks: the average is the i term
+      const double base = u ? double(1 + i % 3) : double(i % 5) - 2;
+      return base + (rank % 2 ? 1 : -1);
+    }
     default: return u ? double(h % 7) : double(h % 7) - 3;                       // max, min
   }
 }

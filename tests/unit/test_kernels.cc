@@ -63,6 +63,17 @@ double refDecodeE5M2(uint8_t b) { return decodeFields(b, 5, 2, true); }
 /// (NVIDIA's __NV_SATFINITE rule), NaN -> any NaN (checked separately).
 uint8_t bruteFp8(double x, double (*decode)(uint8_t)) {
   if (std::isnan(x)) return 0x7F;
+  // Beyond the largest finite value every code is equally far in double arithmetic: saturate explicitly.
+  double maxFinite = 0;
+  for (int c = 0; c < 128; ++c) {
+    const double v = decode(uint8_t(c));
+    if (std::isfinite(v) && v > maxFinite) maxFinite = v;
+  }
+  if (std::fabs(x) >= maxFinite) {
+    for (int c = 0; c < 128; ++c) {
+      if (decode(uint8_t(c)) == maxFinite) return uint8_t(std::signbit(x) ? (c | 0x80) : c);
+    }
+  }
   int best = -1;
   double bestErr = 0;
   for (int c = 0; c < 256; ++c) {
@@ -87,8 +98,11 @@ uint16_t oracleBf16(float x) {
   std::memcpy(&u, &x, sizeof u);
   const uint16_t lo = uint16_t(u >> 16);
   const uint16_t hi = uint16_t(lo + 1);
-  const double dlo = refDecodeBf16(lo), dhi = refDecodeBf16(hi);
+  const double dlo = refDecodeBf16(lo);
+  double dhi = refDecodeBf16(hi);
   if (std::isinf(dlo)) return lo;
+  // Rounding treats inf as the next binade's first value, 2^128: overflow happens from max + half an ulp.
+  if (std::isinf(dhi)) dhi = std::copysign(std::ldexp(1.0, 128), dhi);
   const double elo = std::fabs(double(x) - dlo), ehi = std::fabs(dhi - double(x));
   if (elo < ehi) return lo;
   if (ehi < elo) return hi;

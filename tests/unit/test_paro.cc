@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <unistd.h>
 #include <set>
 
 #include "core/error.h"

@@ -360,6 +360,13 @@ TEST_CASE("transports between threads: sizes 0..64 MiB, both directions", "[tran
   }
 }
 
+/// Sets an environment variable for the life of a scope.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
 TEST_CASE("transports between threads: many messages in flight, sinks get granule pieces", "[transports]") {
   for (Kind kind : {Kind::Shm, Kind::Tcp}) {
     DYNAMIC_SECTION(kindName(kind)) {
@@ -372,9 +379,22 @@ TEST_CASE("transports between threads: many messages in flight, sinks get granul
       CHECK(firstError(errors).empty());
     }
   }
+  SECTION("small rings and stripes: shm 2 slots of 4 KiB, tcp 3 connections with 4 KiB stripes") {
+    ScopedEnv a("HOCCL_SHM_SLOTS", "2"), b("HOCCL_SHM_SLOT_SIZE", "4096");
+    ScopedEnv c("HOCCL_TCP_CONNS", "3"), d("HOCCL_TCP_STRIPE_SIZE", "4096");
+    for (Kind kind : {Kind::Shm, Kind::Tcp}) {
+      auto id = boot::createUniqueId();
+      auto errors = runThreads(2, [&](int r) {
+        RankState st = connectRank(id, r, 2, kind);
+        exchangeMany(st, r, 200);
+      });
+      INFO(kindName(kind) << ": " << firstError(errors));
+      CHECK(firstError(errors).empty());
+    }
+  }
 }
 
-TEST_CASE("transports between processes: sizes, then many messages among 4 ranks", "[transports][fork]") {
+TEST_CASE("transports between processes: sizes, then many messages among 8 ranks", "[transports][fork]") {
   for (Kind kind : {Kind::Shm, Kind::Tcp}) {
     DYNAMIC_SECTION(kindName(kind) << " sizes") {
       auto id = boot::createUniqueId();
@@ -387,11 +407,11 @@ TEST_CASE("transports between processes: sizes, then many messages among 4 ranks
       INFO(firstError(results));
       CHECK(firstError(results).empty());
     }
-    DYNAMIC_SECTION(kindName(kind) << " many, 4 ranks on 2 cores") {
+    DYNAMIC_SECTION(kindName(kind) << " many, 8 ranks on 2 cores") {
       auto id = boot::createUniqueId();
-      auto results = runProcesses(4, [&](int r) {
-        RankState st = connectRank(id, r, 4, kind);
-        exchangeMany(st, r, 100);
+      auto results = runProcesses(8, [&](int r) {
+        RankState st = connectRank(id, r, 8, kind);
+        exchangeMany(st, r, 40);
         st.boot->barrier();
         return std::string();
       });
@@ -408,6 +428,7 @@ TEST_CASE("a peer process killed mid-transfer is reported, naming it, within sec
       // Rank 1 receives a few 1 MiB messages of an endless stream, notes the time and dies by SIGKILL. Rank 0 keeps
       // sending and also waits for a message from rank 1 that never comes; it must fail with a RemoteError.
       // Nobody reaps rank 1 before rank 0 is done, so the shm check must see through the zombie.
+      auto start = Clock::now();
       auto results = runProcesses(2, [&](int r) -> std::string {
         RankState st = connectRank(id, r, 2, kind);
         Channel& ch = *st.channels.at(1 - r);
@@ -421,7 +442,7 @@ TEST_CASE("a peer process killed mid-transfer is reported, naming it, within sec
         }
         std::vector<unsigned char> never(1 << 20);
         ch.postRecv(never.size(), RecvTarget{never.data(), {}, 1});
-        Clock::time_point failedAt;
+        std::string seen;
         try {
           for (int i = 0; i < 100000; ++i) {
             ch.postSend(buf.data(), buf.size());
@@ -433,16 +454,19 @@ TEST_CASE("a peer process killed mid-transfer is reported, naming it, within sec
           }
           return "the stream to a dead peer never failed";
         } catch (const Error& e) {
-          failedAt = Clock::now();
+          seen = e.what();
           if (e.code() != hocclRemoteError) return fmt::format("wrong error code {}: {}", e.code(), e.what());
           std::string what = e.what();
           if (what.find("rank 1") == std::string::npos || what.find("testhost") == std::string::npos)
             return "error does not name the peer: " + what;
         }
-        return fmt::format("ok {}", failedAt.time_since_epoch().count());
+        if (getenv("HOCCL_TEST_SHOW_ERRORS")) fprintf(stderr, "rank 0 saw: %s\n", seen.c_str());
+        return std::string();
       });
+      double seconds = std::chrono::duration<double>(Clock::now() - start).count();
       INFO(results[0]);
-      REQUIRE(results[0].rfind("ok ", 0) == 0);
+      CHECK(results[0].empty());
+      CHECK(seconds < 10);
     }
   }
 }
@@ -489,7 +513,7 @@ TEST_CASE("tcp: connections without the job secret are dropped, real ones still 
 }
 
 TEST_CASE("streaming bandwidth between two processes (64 MiB messages)", "[.bench]") {
-  for (Kind kind : {Kind::Shm, Kind::Tcp}) {
+  for (Kind kind : {Kind::Shm, Kind::Tcp}) DYNAMIC_SECTION(kindName(kind)) {
     auto id = boot::createUniqueId();
     const size_t bytes = 64u << 20;
     const int iters = 20;
@@ -516,6 +540,13 @@ TEST_CASE("streaming bandwidth between two processes (64 MiB messages)", "[.benc
         }
       };
       std::string report;
+      if (r == 1) {  // the machine's own copy speed in the same run, to compare against
+        std::vector<unsigned char> other(bytes, 3);
+        auto t0 = Clock::now();
+        for (int i = 0; i < 5; ++i) std::memcpy(other.data(), buf.data(), bytes);
+        double s = std::chrono::duration<double>(Clock::now() - t0).count();
+        report += fmt::format("memcpy in one process: {:.2f} GB/s; ", bytes * 5 / s / 1e9);
+      }
       for (bool sink : {false, true}) {
         once(sink);
         drive({&ch});

@@ -1,0 +1,269 @@
+// Every collective x type x op, with awkward counts, in place and out of place, every root in turn, on N real
+// processes over shm or tcp, checked element by element against a double-precision reference. Then grouped
+// send/recv (ring and all-to-all patterns in shuffled call order) and CommSplit.
+//
+// Usage: mp_collectives --ranks N --transport shm|tcp [--large]
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "data.h"
+#include "harness.h"
+#include "kernels/cpu/reduce.h"
+#include "sched/schedule.h"
+
+using namespace hoccl;
+using namespace hoccl::test;
+using sched::Coll;
+
+namespace {
+
+const Coll kColls[] = {Coll::AllReduce, Coll::Broadcast, Coll::Reduce,  Coll::AllGather,
+                       Coll::ReduceScatter, Coll::AlltoAll, Coll::Gather, Coll::Scatter};
+const hocclRedOp_t kOps[] = {hocclSum, hocclProd, hocclMax, hocclMin, hocclAvg, static_cast<hocclRedOp_t>(-1)};
+
+bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter; }
+
+hocclResult_t call(Coll c, const void* s, void* r, size_t count, hocclDataType_t dt, hocclRedOp_t op, int root,
+                   hocclComm_t comm) {
+  switch (c) {
+    case Coll::AllReduce: return hocclAllReduce(s, r, count, dt, op, comm, nullptr);
+    case Coll::Broadcast: return hocclBroadcast(s, r, count, dt, root, comm, nullptr);
+    case Coll::Reduce: return hocclReduce(s, r, count, dt, op, root, comm, nullptr);
+    case Coll::AllGather: return hocclAllGather(s, r, count, dt, comm, nullptr);
+    case Coll::ReduceScatter: return hocclReduceScatter(s, r, count, dt, op, comm, nullptr);
+    case Coll::AlltoAll: return hocclAlltoAll(s, r, count, dt, comm, nullptr);
+    case Coll::Gather: return hocclGather(s, r, count, dt, root, comm, nullptr);
+    case Coll::Scatter: return hocclScatter(s, r, count, dt, root, comm, nullptr);
+  }
+  return hocclInternalError;
+}
+
+// The expected output of `rank` (empty when its output is undefined), from every rank's regenerated input.
+std::vector<double> expectedOutput(Coll c, int rank, int n, size_t count, int root, hocclDataType_t dt,
+                                   hocclRedOp_t op, double scalar, uint64_t seed) {
+  sched::CollArgs a;
+  a.coll = c;
+  a.nranks = n;
+  a.count = count;
+  a.root = root;
+  std::vector<std::vector<double>> in(n);
+  for (int r = 0; r < n; ++r) {
+    a.rank = r;
+    in[r] = makeInput(seed, r, sched::bufferCounts(a).input, dt, op < 0 ? hocclSum : op);
+    if (op < 0)
+      for (double& x : in[r]) x *= scalar;
+  }
+  hocclRedOp_t base = op < 0 ? hocclSum : op;
+  auto reduceRange = [&](size_t off, size_t cnt) {
+    std::vector<double> acc(in[0].begin() + off, in[0].begin() + off + cnt);
+    for (int r = 1; r < n; ++r)
+      for (size_t i = 0; i < cnt; ++i) acc[i] = combine(acc[i], in[r][off + i], base);
+    for (double& x : acc) x = finish(x, n, base, dt);
+    return acc;
+  };
+  std::vector<double> out;
+  switch (c) {
+    case Coll::AllReduce: return reduceRange(0, count);
+    case Coll::Reduce: return rank == root ? reduceRange(0, count) : out;
+    case Coll::ReduceScatter: return reduceRange(rank * count, count);
+    case Coll::Broadcast: return in[root];
+    case Coll::AllGather:
+      for (int r = 0; r < n; ++r) out.insert(out.end(), in[r].begin(), in[r].end());
+      return out;
+    case Coll::Gather:
+      if (rank == root)
+        for (int r = 0; r < n; ++r) out.insert(out.end(), in[r].begin(), in[r].end());
+      return out;
+    case Coll::Scatter: return std::vector<double>(in[root].begin() + rank * count, in[root].begin() + (rank + 1) * count);
+    case Coll::AlltoAll:
+      for (int r = 0; r < n; ++r) out.insert(out.end(), in[r].begin() + rank * count, in[r].begin() + (rank + 1) * count);
+      return out;
+  }
+  return out;
+}
+
+// One call: returns the number of wrong elements (and prints the first).
+int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataType_t dt, hocclRedOp_t op,
+           bool inPlace, uint64_t seed) {
+  const int root = static_cast<int>(seed % n);
+  const size_t elem = kernels::typeSize(dt);
+  sched::CollArgs a;
+  a.coll = c;
+  a.nranks = n;
+  a.rank = rank;
+  a.count = count;
+  auto bc = sched::bufferCounts(a);
+  const double scalar = 2.0;
+  hocclRedOp_t realOp = op;
+  if (op < 0) {
+    std::vector<char> s(elem);
+    kernels::fromDouble(scalar, s.data(), dt);
+    // Alternate host-immediate and pointer residence.
+    if (hocclRedOpCreatePreMulSum(&realOp, s.data(), dt, static_cast<hocclScalarResidence_t>(seed & 1), comm) != hocclSuccess)
+      return fail(rank, std::string("RedOpCreatePreMulSum: ") + hocclGetLastError(nullptr));
+    // For pointer residence the scalar must outlive the call: keep it in a static.
+    static thread_local std::vector<char> keep;
+    keep = s;
+    if ((seed & 1) == 0) {
+      hocclRedOpDestroy(realOp, comm);
+      hocclRedOpCreatePreMulSum(&realOp, keep.data(), dt, hocclScalarDevice, comm);
+    }
+  }
+  std::vector<double> input = makeInput(seed, rank, bc.input, dt, op < 0 ? hocclSum : op);
+  // In place as the API defines it: one buffer of the larger size with the input at its place.
+  size_t big = std::max(bc.input, bc.output);
+  std::vector<char> buf1((big + 1) * elem, 0x5a), buf2((bc.output + 1) * elem, 0x5a);
+  const void* send;
+  void* recv;
+  bool inPlaceHere = inPlace && !((c == Coll::Reduce || c == Coll::Gather || c == Coll::Scatter) && rank != root);
+  if (inPlaceHere) {
+    size_t inOff = (c == Coll::AllGather || c == Coll::Gather) ? rank * count : 0;
+    size_t outOff = (c == Coll::ReduceScatter || c == Coll::Scatter) ? rank * count : 0;
+    store(input, buf1.data() + inOff * elem, dt);
+    send = buf1.data() + inOff * elem;
+    recv = buf1.data() + outOff * elem;
+  } else {
+    store(input, buf1.data(), dt);
+    send = buf1.data();
+    recv = buf2.data();
+  }
+  hocclResult_t rc = call(c, send, recv, count, dt, realOp, root, comm);
+  if (op < 0) hocclRedOpDestroy(realOp, comm);
+  std::string what = std::string(sched::collName(c)) + " count=" + std::to_string(count) + " type=" +
+                     kernels::typeName(dt) + " op=" + (op < 0 ? "premulsum" : std::to_string(op)) + " root=" +
+                     std::to_string(root) + (inPlace ? " in-place" : " out-of-place");
+  if (rc != hocclSuccess) return fail(rank, what + ": " + hocclGetErrorString(rc) + ": " + hocclGetLastError(nullptr));
+  std::vector<double> expect = expectedOutput(c, rank, n, count, root, dt, op, scalar, seed);
+  if (expect.empty()) return 0;
+  std::vector<double> got = load(recv, expect.size(), dt);
+  int bad = 0;
+  for (size_t i = 0; i < expect.size(); ++i) {
+    if (!close(got[i], expect[i], dt, op < 0 ? hocclSum : op)) {
+      if (bad == 0)
+        fail(rank, what + ": element " + std::to_string(i) + " is " + std::to_string(got[i]) + ", expected " +
+                       std::to_string(expect[i]));
+      ++bad;
+    }
+  }
+  return bad;
+}
+
+int collectivesMatrix(hocclComm_t comm, int rank, int n, bool large) {
+  int bad = 0;
+  uint64_t seed = 1;
+  std::vector<size_t> counts = {0, 1, 2, 7, static_cast<size_t>(std::max(n - 1, 0)), static_cast<size_t>(n + 1), 1000};
+  for (Coll c : kColls) {
+    for (int t = 0; t < hocclNumTypes; ++t) {
+      auto dt = static_cast<hocclDataType_t>(t);
+      for (hocclRedOp_t op : kOps) {
+        if (!reduces(c) && op != hocclSum) continue;
+        for (size_t count : counts)
+          for (bool inPlace : {false, true}) bad += runOne(comm, rank, n, c, count, dt, op, inPlace, seed++);
+      }
+    }
+    // Large odd counts: every collective with float sum, and the others' default.
+    size_t bigCount = large ? 1000003 : 65537;
+    for (bool inPlace : {false, true}) bad += runOne(comm, rank, n, c, bigCount, hocclFloat, hocclSum, inPlace, seed++);
+    if (large) bad += runOne(comm, rank, n, c, bigCount, hocclBfloat16, hocclMax, false, seed++);
+  }
+  return bad;
+}
+
+// Grouped send/recv: a ring in both directions and an all-to-all, with calls in a shuffled order per rank.
+int groupedP2P(hocclComm_t comm, int rank, int n) {
+  std::mt19937 rng(rank * 31 + 5);
+  const size_t count = 1001;
+  std::vector<std::vector<int>> out(n, std::vector<int>(count)), in(n, std::vector<int>(count, -1));
+  for (int p = 0; p < n; ++p)
+    for (size_t i = 0; i < count; ++i) out[p][i] = rank * 1000000 + p * 10000 + static_cast<int>(i);
+  // All-to-all, including self.
+  std::vector<int> order(2 * n);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  MP_CHECK(rank, hocclGroupStart());
+  for (int k : order) {
+    int p = k % n;
+    if (k < n) MP_CHECK(rank, hocclSend(out[p].data(), count, hocclInt32, p, comm, nullptr));
+    else MP_CHECK(rank, hocclRecv(in[p].data(), count, hocclInt32, p, comm, nullptr));
+  }
+  MP_CHECK(rank, hocclGroupEnd());
+  for (int p = 0; p < n; ++p)
+    for (size_t i = 0; i < count; ++i)
+      if (in[p][i] != p * 1000000 + rank * 10000 + static_cast<int>(i))
+        return fail(rank, "grouped all-to-all: wrong data from rank " + std::to_string(p));
+  // Two messages to each ring neighbour, receives posted before sends on odd ranks; FIFO order must hold.
+  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  std::vector<double> a(777, rank + 0.5), b(333, rank + 0.25), ra(777), rb(333);
+  MP_CHECK(rank, hocclGroupStart());
+  if (rank % 2) {
+    MP_CHECK(rank, hocclRecv(ra.data(), ra.size(), hocclDouble, prev, comm, nullptr));
+    MP_CHECK(rank, hocclRecv(rb.data(), rb.size(), hocclDouble, prev, comm, nullptr));
+  }
+  MP_CHECK(rank, hocclSend(a.data(), a.size(), hocclDouble, next, comm, nullptr));
+  MP_CHECK(rank, hocclSend(b.data(), b.size(), hocclDouble, next, comm, nullptr));
+  if (rank % 2 == 0) {
+    MP_CHECK(rank, hocclRecv(ra.data(), ra.size(), hocclDouble, prev, comm, nullptr));
+    MP_CHECK(rank, hocclRecv(rb.data(), rb.size(), hocclDouble, prev, comm, nullptr));
+  }
+  MP_CHECK(rank, hocclGroupEnd());
+  if (ra[776] != prev + 0.5 || rb[0] != prev + 0.25) return fail(rank, "grouped ring: wrong or reordered data");
+  return 0;
+}
+
+// CommSplit: odd/even colors with reversed keys, one rank left out; the new communicators work.
+int split(hocclComm_t comm, int rank, int n) {
+  int color = (n > 2 && rank == n - 1) ? HOCCL_SPLIT_NOCOLOR : rank % 2;
+  hocclComm_t sub = nullptr;
+  MP_CHECK(rank, hocclCommSplit(comm, color, -rank, &sub, nullptr));
+  if (color == HOCCL_SPLIT_NOCOLOR) return sub == nullptr ? 0 : fail(rank, "NOCOLOR rank got a communicator");
+  std::vector<int> members;
+  for (int r = 0; r < n; ++r)
+    if (r % 2 == color && !(n > 2 && r == n - 1)) members.push_back(r);
+  std::reverse(members.begin(), members.end());  // key = -rank
+  int subRank = -1, subSize = -1;
+  MP_CHECK(rank, hocclCommUserRank(sub, &subRank));
+  MP_CHECK(rank, hocclCommCount(sub, &subSize));
+  if (subSize != static_cast<int>(members.size()) || members[subRank] != rank)
+    return fail(rank, "CommSplit gave rank " + std::to_string(subRank) + " of " + std::to_string(subSize));
+  long v = rank, total = 0;
+  MP_CHECK(rank, hocclAllReduce(&v, &total, 1, hocclInt64, hocclSum, sub, nullptr));
+  long expect = 0;
+  for (int m : members) expect += m;
+  if (total != expect) return fail(rank, "all-reduce on the split communicator is wrong");
+  MP_CHECK(rank, hocclCommDestroy(sub));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int nranks = 4;
+  std::string transport = "shm";
+  bool large = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--ranks" && i + 1 < argc) nranks = std::atoi(argv[++i]);
+    else if (a == "--transport" && i + 1 < argc) transport = argv[++i];
+    else if (a == "--large") large = true;
+  }
+  if (transport == "tcp") setenv("HOCCL_SHM_DISABLE", "1", 1);
+  else unsetenv("HOCCL_SHM_DISABLE");
+  int rc = runRanks(nranks, [&](int rank, int n, const hocclUniqueId& id) {
+    hocclComm_t comm;
+    MP_CHECK(rank, hocclCommInitRank(&comm, n, id, rank));
+    int bad = collectivesMatrix(comm, rank, n, large);
+    if (bad) return fail(rank, std::to_string(bad) + " wrong elements in the collectives matrix");
+    if (int e = groupedP2P(comm, rank, n)) return e;
+    if (int e = split(comm, rank, n)) return e;
+    MP_CHECK(rank, hocclCommFinalize(comm));
+    MP_CHECK(rank, hocclCommDestroy(comm));
+    return 0;
+  }, 600);
+  std::printf("mp_collectives: %d ranks over %s: %s\n", nranks, transport.c_str(), rc == 0 ? "PASS" : "FAIL");
+  return rc;
+}

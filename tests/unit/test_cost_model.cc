@@ -1,0 +1,155 @@
+// Cost model: hand-computed alpha-beta cases (one message, NIC sharing, spine sharing), error detection, parameters,
+// and the tuner's choice between the flat ring and HO-Ring.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+
+#include "algo/ho_ring.h"
+#include "algo/ring.h"
+#include "algo/tuner.h"
+#include "core/error.h"
+#include "cost_model.h"
+
+using namespace hoccl;
+using sched::Coll;
+
+namespace {
+
+topo::LinkModel simpleModel() {
+  topo::LinkModel m;
+  for (int c = 0; c < hocclNumLinkClasses; ++c) m.alpha[c] = 10e-6;
+  m.beta[hocclLinkSelf] = 10e9;
+  m.beta[hocclLinkIntraHost] = 4e9;
+  m.beta[hocclLinkIntraSwitch] = 1e9;
+  m.beta[hocclLinkInterSwitch] = 1e9;
+  m.nic = 1e9;
+  m.spine = 0.125e9;
+  return m;
+}
+
+std::vector<sched::Schedule> empty(int n) { return std::vector<sched::Schedule>(n); }
+
+std::vector<sched::Schedule> allOf(sched::Schedule (*gen)(const sched::CollArgs&, const topo::Topology&),
+                                   sched::CollArgs args, const topo::Topology& t) {
+  std::vector<sched::Schedule> s;
+  for (int r = 0; r < t.nranks; ++r) {
+    args.rank = r;
+    s.push_back(gen(args, t));
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("one message costs alpha + bytes/beta of its class", "[cost]") {
+  topo::Topology t = topo::fromShape(2, 2, 2);  // ranks 0,1 host 0; 2,3 host 1 (switch 0); 4..7 switch 1
+  auto m = simpleModel();
+  for (auto [peer, cls] : {std::pair{1, hocclLinkIntraHost}, std::pair{2, hocclLinkIntraSwitch},
+                           std::pair{4, hocclLinkInterSwitch}}) {
+    auto s = empty(8);
+    s[0].steps.push_back({{sched::send(peer, sched::kInput, 0, 1000000)}});
+    s[peer].steps.push_back({{sched::recv(0, sched::kOutput, 0, 1000000)}});
+    auto p = topo::predict(s, t, 4, m);
+    double beta = cls == hocclLinkInterSwitch ? m.spine : m.beta[cls];
+    CHECK(p.seconds == Approx(m.alpha[cls] + 4e6 / beta).epsilon(1e-9));
+    CHECK(p.bytes[cls] == 4e6);
+    CHECK(p.messages == 1);
+  }
+}
+
+TEST_CASE("flows share a host NIC and a switch uplink", "[cost]") {
+  topo::Topology t = topo::fromShape(2, 2, 2);
+  auto m = simpleModel();
+  // Ranks 0 and 1 (host 0) send to host 1 at the same time: they share host 0's NIC.
+  auto s = empty(8);
+  s[0].steps.push_back({{sched::send(2, 0, 0, 250000)}});
+  s[1].steps.push_back({{sched::send(3, 0, 0, 250000)}});
+  s[2].steps.push_back({{sched::recv(0, 1, 0, 250000)}});
+  s[3].steps.push_back({{sched::recv(1, 1, 0, 250000)}});
+  CHECK(topo::predict(s, t, 4, m).seconds == Approx(10e-6 + 2e6 / m.nic).epsilon(1e-9));
+  // Hosts 0 and 1 of switch 0 each send to switch 1: different NICs, one uplink.
+  s = empty(8);
+  s[0].steps.push_back({{sched::send(4, 0, 0, 250000)}});
+  s[2].steps.push_back({{sched::send(6, 0, 0, 250000)}});
+  s[4].steps.push_back({{sched::recv(0, 1, 0, 250000)}});
+  s[6].steps.push_back({{sched::recv(2, 1, 0, 250000)}});
+  CHECK(topo::predict(s, t, 4, m).seconds == Approx(10e-6 + 2e6 / m.spine).epsilon(1e-9));
+  // Opposite directions do not share.
+  s = empty(8);
+  s[0].steps.push_back({{sched::send(4, 0, 0, 250000), sched::recv(4, 1, 0, 250000)}});
+  s[4].steps.push_back({{sched::send(0, 0, 0, 250000), sched::recv(0, 1, 0, 250000)}});
+  CHECK(topo::predict(s, t, 4, m).seconds == Approx(10e-6 + 1e6 / m.spine).epsilon(1e-9));
+}
+
+TEST_CASE("steps run in order and wait for the peer (rendezvous)", "[cost]") {
+  topo::Topology t = topo::fromShape(1, 2, 1);
+  auto m = simpleModel();
+  auto s = empty(2);
+  s[0].steps.push_back({{sched::copy(0, 0, 1, 0, 2500000)}});  // 10 MB local: 1 ms + alpha
+  s[0].steps.push_back({{sched::send(1, 1, 0, 250000)}});
+  s[1].steps.push_back({{sched::recv(0, 1, 0, 250000)}});
+  double local = 10e-6 + 1e7 / m.beta[hocclLinkSelf];
+  CHECK(topo::predict(s, t, 4, m).seconds == Approx(local + 10e-6 + 1e6 / m.nic).epsilon(1e-9));
+}
+
+TEST_CASE("mismatched or deadlocking schedules are reported", "[cost]") {
+  topo::Topology t = topo::fromShape(1, 2, 1);
+  auto m = simpleModel();
+  auto s = empty(2);
+  s[0].steps.push_back({{sched::send(1, 0, 0, 10)}});
+  CHECK_THROWS_WITH(topo::predict(s, t, 4, m), Catch::Contains("sends 1 messages to rank 1"));
+  s[1].steps.push_back({{sched::recv(0, 1, 0, 11)}});
+  CHECK_THROWS_WITH(topo::predict(s, t, 4, m), Catch::Contains("different counts"));
+  s = empty(2);  // both receive first: deadlock under rendezvous
+  s[0].steps = {{{sched::recv(1, 1, 0, 10)}}, {{sched::send(1, 0, 0, 10)}}};
+  s[1].steps = {{{sched::recv(0, 1, 0, 10)}}, {{sched::send(0, 0, 0, 10)}}};
+  CHECK_THROWS_WITH(topo::predict(s, t, 4, m), Catch::Contains("deadlock"));
+  CHECK_THROWS(topo::predict(empty(3), t, 4, m));
+}
+
+TEST_CASE("link parameters come from HOCCL_LINK_*", "[cost]") {
+  setenv("HOCCL_LINK_BW_INTER_SWITCH", "125", 1);
+  setenv("HOCCL_LINK_LAT_INTRA_HOST", "7", 1);
+  auto m = topo::LinkModel::fromParams();
+  CHECK(m.spine == 125e6);
+  CHECK(m.beta[hocclLinkInterSwitch] == 125e6);
+  CHECK(m.alpha[hocclLinkIntraHost] == Approx(7e-6));
+  CHECK(m.describe().find("inter-switch 0.12 GB/s") != std::string::npos);
+  setenv("HOCCL_LINK_BW_INTER_SWITCH", "-5", 1);
+  CHECK_THROWS_AS(topo::LinkModel::fromParams(), Error);
+  setenv("HOCCL_LINK_BW_INTER_SWITCH", "fast", 1);
+  CHECK_THROWS_AS(topo::LinkModel::fromParams(), Error);
+  unsetenv("HOCCL_LINK_BW_INTER_SWITCH");
+  unsetenv("HOCCL_LINK_LAT_INTRA_HOST");
+}
+
+TEST_CASE("HO-Ring beats the flat ring across a slow spine; the model says by how much", "[cost]") {
+  topo::Topology t = topo::fromShape(2, 2, 2);
+  auto m = simpleModel();
+  for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather}) {
+    size_t bytes = 16u << 20;
+    size_t count = coll == Coll::AllReduce ? bytes / 4 : bytes / 4 / 8;
+    sched::CollArgs args{coll, 0, 8, count, 0, 0};
+    double ring = topo::predict(allOf(algo::ringSchedule, args, t), t, 4, m).seconds;
+    double ho = topo::predict(allOf(algo::hoRingSchedule, args, t), t, 4, m).seconds;
+    INFO(sched::collName(coll) << " ring " << ring << " s, ho_ring " << ho << " s");
+    CHECK(ring / ho > (coll == Coll::AllReduce ? 1.5 : 1.3));
+  }
+}
+
+TEST_CASE("the tuner picks the faster algorithm and is deterministic", "[cost][tuner]") {
+  algo::Algorithm ring{"ring", [](Coll) { return true; }, [](const sched::CollArgs&, const topo::Topology&) { return true; },
+                       algo::ringSchedule};
+  algo::Algorithm ho{"ho_ring", [](Coll) { return true; }, algo::hoRingApplicable, algo::hoRingSchedule};
+  std::vector<const algo::Algorithm*> both{&ring, &ho};
+  setenv("HOCCL_LINK_BW_INTER_SWITCH", "125", 1);
+  topo::Topology t = topo::fromShape(2, 2, 2);
+  sched::CollArgs big{Coll::AllReduce, 0, 8, 4u << 20, 0, 0};
+  CHECK(std::string(algo::tune(big, t, 4, both).name) == "ho_ring");
+  CHECK(&algo::tune(big, t, 4, both) == &ho);  // cached, same answer
+  // One host: HO-Ring degenerates to a ring; the preferred (first) candidate wins the tie.
+  topo::Topology one = topo::fromShape(1, 1, 4);
+  sched::CollArgs oneArgs{Coll::AllReduce, 0, 4, 1u << 20, 0, 0};
+  CHECK(std::string(algo::tune(oneArgs, one, 4, both).name) == "ring");
+  unsetenv("HOCCL_LINK_BW_INTER_SWITCH");
+}

@@ -1,0 +1,281 @@
+// Cost model: a discrete-event simulation of the schedules of all ranks.
+//
+// Each rank runs its steps in order; a step ends when all its prims have ended. A message (a send matched in FIFO
+// order with the peer's receive) starts when both ranks have entered the steps holding the two prims, plus the
+// alpha of its link class, and then flows at a rate limited by its class's per-flow beta and by its share of every
+// shared link it crosses: a host NIC per direction (inter-host flows) and a switch uplink per direction
+// (inter-switch flows). Concurrent flows on a link split its capacity equally; rates are recomputed whenever a
+// flow starts or ends. Every flow also passes its two ranks' ports (a rank moves at most beta(intra-host) bytes
+// per second in and out, whatever the number of flows). Local prims (copy, reduce) of a step run for alpha + bytes / beta(Self), concurrently with
+// the step's messages.
+#include "cost_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <queue>
+
+#include "core/error.h"
+#include "core/params.h"
+
+namespace hoccl::topo {
+namespace {
+
+using sched::PrimKind;
+
+struct Message {
+  int src = 0, dst = 0;
+  double bytes = 0;
+  hocclLinkClass_t cls = hocclLinkSelf;
+  double sendEnter = -1, recvEnter = -1;  // when each side entered the step holding its prim
+};
+
+struct Flow {
+  int msg;
+  double remaining;
+  double rate = 0;
+  std::vector<int> links;
+};
+
+class Simulator {
+ public:
+  Simulator(const std::vector<sched::Schedule>& s, const Topology& t, size_t elemSize, const LinkModel& m)
+      : s_(s), t_(t), elem_(static_cast<double>(elemSize)), m_(m) {}
+
+  Prediction run() {
+    match();
+    int n = t_.nranks;
+    cur_.assign(n, 0);
+    pending_.assign(n, 0);
+    for (int r = 0; r < n; ++r) enter(r, 0.0);
+    while (true) {
+      double next = std::numeric_limits<double>::infinity();
+      if (!starts_.empty()) next = starts_.top().first;
+      if (!locals_.empty()) next = std::min(next, locals_.top().first);
+      int finishing = -1;
+      for (size_t f = 0; f < flows_.size(); ++f) {
+        double end = now_ + flows_[f].remaining / flows_[f].rate;
+        if (end < next) { next = end; finishing = static_cast<int>(f); }
+      }
+      if (next == std::numeric_limits<double>::infinity()) break;
+      advance(next);
+      if (finishing >= 0) {
+        finishFlow(finishing);
+      } else if (!starts_.empty() && starts_.top().first <= now_) {
+        int msg = starts_.top().second;
+        starts_.pop();
+        startFlow(msg);
+      } else {
+        int r = locals_.top().second;
+        locals_.pop();
+        done(r);
+      }
+    }
+    for (int r = 0; r < n; ++r)
+      if (cur_[r] < s_[r].steps.size())
+        throwInvalidArgument(fmt::format("cost model: the schedules deadlock: rank {} is stuck in step {} of {}", r,
+                                         cur_[r], s_[r].steps.size()));
+    pred_.seconds = now_;
+    return pred_;
+  }
+
+ private:
+  // Pairs every send with the receive at the same FIFO position between the same two ranks.
+  void match() {
+    int n = t_.nranks;
+    std::map<std::pair<int, int>, std::vector<int>> sends, recvs;
+    msgOf_.resize(n);
+    for (int r = 0; r < n; ++r) {
+      msgOf_[r].resize(s_[r].steps.size());
+      pred_.maxSteps = std::max(pred_.maxSteps, s_[r].steps.size());
+      for (size_t k = 0; k < s_[r].steps.size(); ++k)
+        for (const auto& p : s_[r].steps[k].prims) {
+          if (p.kind == PrimKind::Copy || p.kind == PrimKind::Reduce) continue;
+          if (p.peer < 0 || p.peer >= n || p.peer == r)
+            throwInvalidArgument(fmt::format("cost model: rank {} step {} names peer {}", r, k, p.peer));
+          bool isSend = p.kind == PrimKind::Send;
+          auto key = isSend ? std::make_pair(r, p.peer) : std::make_pair(p.peer, r);
+          auto& mine = isSend ? sends[key] : recvs[key];
+          auto& other = isSend ? recvs[key] : sends[key];
+          size_t pos = mine.size();
+          int id;
+          if (pos < other.size()) {
+            id = other[pos];
+            if (msgs_[id].bytes != static_cast<double>(p.count) * elem_)
+              throwInvalidArgument(fmt::format("cost model: message {} from rank {} to rank {} has different counts "
+                                               "on the two sides", pos, key.first, key.second));
+          } else {
+            id = static_cast<int>(msgs_.size());
+            Message m;
+            m.src = key.first;
+            m.dst = key.second;
+            m.bytes = static_cast<double>(p.count) * elem_;
+            m.cls = t_.linkClass(m.src, m.dst);
+            msgs_.push_back(m);
+          }
+          mine.push_back(id);
+          msgOf_[r][k].push_back(id);
+        }
+    }
+    for (const auto& [key, list] : sends)
+      if (recvs[key].size() != list.size())
+        throwInvalidArgument(fmt::format("cost model: rank {} sends {} messages to rank {}, which receives {}",
+                                         key.first, list.size(), key.second, recvs[key].size()));
+    for (const auto& m : msgs_) pred_.bytes[m.cls] += m.bytes;
+    pred_.messages = msgs_.size();
+  }
+
+  void enter(int r, double at) {
+    while (cur_[r] < s_[r].steps.size()) {
+      const auto& step = s_[r].steps[cur_[r]];
+      double local = 0;
+      bool hasLocal = false;
+      for (const auto& p : step.prims)
+        if (p.kind == PrimKind::Copy || p.kind == PrimKind::Reduce) {
+          bool same = p.kind == PrimKind::Copy && p.src == p.dst && p.srcOff == p.dstOff;
+          if (!same) {
+            local = std::max(local, m_.alpha[hocclLinkSelf] + static_cast<double>(p.count) * elem_ / m_.beta[0]);
+            hasLocal = true;
+          }
+        }
+      pending_[r] = static_cast<int>(msgOf_[r][cur_[r]].size()) + (hasLocal ? 1 : 0);
+      if (hasLocal) locals_.emplace(at + local, r);
+      for (int id : msgOf_[r][cur_[r]]) {
+        Message& m = msgs_[id];
+        (m.src == r ? m.sendEnter : m.recvEnter) = at;
+        if (m.sendEnter >= 0 && m.recvEnter >= 0)
+          starts_.emplace(std::max(m.sendEnter, m.recvEnter) + m_.alpha[m.cls], id);
+      }
+      if (pending_[r] > 0) return;
+      ++cur_[r];
+    }
+  }
+
+  void done(int r) {
+    if (--pending_[r] == 0) {
+      ++cur_[r];
+      enter(r, now_);
+    }
+  }
+
+  void startFlow(int id) {
+    const Message& m = msgs_[id];
+    Flow f{id, m.bytes, 0, {}};
+    int hs = t_.hostOf[m.src], hd = t_.hostOf[m.dst];
+    // Link ids: NIC out/in per host, then uplink out/in per switch, then each rank's port out/in.
+    int sw = t_.nhosts, port = t_.nhosts + t_.nswitches;
+    f.links = {2 * port + 2 * m.src, 2 * port + 2 * m.dst + 1};
+    if (m.cls >= hocclLinkIntraSwitch) f.links.insert(f.links.end(), {2 * hs, 2 * hd + 1});
+    if (m.cls == hocclLinkInterSwitch) {
+      f.links.push_back(2 * sw + 2 * t_.switchOf[m.src]);
+      f.links.push_back(2 * sw + 2 * t_.switchOf[m.dst] + 1);
+    }
+    if (f.remaining <= 0) {
+      finishMessage(id);
+      return;
+    }
+    flows_.push_back(f);
+    rates();
+  }
+
+  void finishFlow(int f) {
+    int id = flows_[f].msg;
+    flows_.erase(flows_.begin() + f);
+    rates();
+    finishMessage(id);
+  }
+
+  void finishMessage(int id) {
+    done(msgs_[id].src);
+    done(msgs_[id].dst);
+  }
+
+  void rates() {
+    std::map<int, int> users;
+    for (const auto& f : flows_)
+      for (int l : f.links) ++users[l];
+    int sw = t_.nhosts, port = t_.nhosts + t_.nswitches;
+    for (auto& f : flows_) {
+      double rate = m_.beta[msgs_[f.msg].cls];
+      for (int l : f.links) {
+        double cap = l < 2 * sw ? m_.nic : l < 2 * port ? m_.spine : m_.beta[hocclLinkIntraHost];
+        rate = std::min(rate, cap / users[l]);
+      }
+      f.rate = rate;
+    }
+  }
+
+  void advance(double to) {
+    double dt = to - now_;
+    for (auto& f : flows_) f.remaining = std::max(0.0, f.remaining - f.rate * dt);
+    now_ = to;
+  }
+
+  const std::vector<sched::Schedule>& s_;
+  const Topology& t_;
+  double elem_;
+  const LinkModel& m_;
+  std::vector<Message> msgs_;
+  std::vector<std::vector<std::vector<int>>> msgOf_;  // rank -> step -> message ids
+  std::vector<size_t> cur_;
+  std::vector<int> pending_;
+  std::vector<Flow> flows_;
+  using Event = std::pair<double, int>;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> starts_, locals_;
+  double now_ = 0;
+  Prediction pred_;
+};
+
+double positive(const char* name, double fallback, double scale) {
+  auto v = params::get(name);
+  if (!v) return fallback;
+  int64_t x = params::getInt(name);
+  if (x <= 0) throwInvalidArgument(fmt::format("HOCCL_{}={} must be a positive integer", name, *v));
+  return static_cast<double>(x) * scale;
+}
+
+}  // namespace
+
+const char* linkClassName(hocclLinkClass_t c) {
+  switch (c) {
+    case hocclLinkSelf: return "self";
+    case hocclLinkIntraHost: return "intra-host";
+    case hocclLinkIntraSwitch: return "intra-switch";
+    case hocclLinkInterSwitch: return "inter-switch";
+    default: return "unknown";
+  }
+}
+
+LinkModel LinkModel::fromParams() {
+  LinkModel m;
+  static const char* kBw[] = {"LINK_BW_SELF", "LINK_BW_INTRA_HOST", "LINK_BW_INTRA_SWITCH", "LINK_BW_INTER_SWITCH"};
+  static const char* kLat[] = {"LINK_LAT_SELF", "LINK_LAT_INTRA_HOST", "LINK_LAT_INTRA_SWITCH",
+                               "LINK_LAT_INTER_SWITCH"};
+  for (int c = 0; c < hocclNumLinkClasses; ++c) {
+    m.beta[c] = positive(kBw[c], m.beta[c], 1e6);
+    m.alpha[c] = positive(kLat[c], m.alpha[c], 1e-6);
+  }
+  m.nic = m.beta[hocclLinkIntraSwitch];
+  m.spine = m.beta[hocclLinkInterSwitch];
+  return m;
+}
+
+std::string LinkModel::describe() const {
+  std::string out;
+  for (int c = 0; c < hocclNumLinkClasses; ++c)
+    out += fmt::format("{}{} {:.2f} GB/s {:.1f} us", c ? ", " : "", linkClassName(static_cast<hocclLinkClass_t>(c)),
+                       beta[c] / 1e9, alpha[c] * 1e6);
+  return out + fmt::format(", NIC {:.2f} GB/s, spine uplink {:.2f} GB/s", nic / 1e9, spine / 1e9);
+}
+
+Prediction predict(const std::vector<sched::Schedule>& schedules, const Topology& topo, size_t elemSize,
+                   const LinkModel& model) {
+  if (static_cast<int>(schedules.size()) != topo.nranks)
+    throwInvalidArgument(fmt::format("cost model: {} schedules for a topology of {} ranks", schedules.size(),
+                                     topo.nranks));
+  return Simulator(schedules, topo, elemSize, model).run();
+}
+
+}  // namespace hoccl::topo
