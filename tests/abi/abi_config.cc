@@ -4,7 +4,8 @@
 /// - a wrong magic, a size smaller than the header, a bad blocking value: ncclInvalidArgument, a text that says what
 ///   to fix, and the output communicator untouched;
 /// - blocking = 0 on two ranks: init returns ncclInProgress and ncclCommGetAsyncError is polled to ncclSuccess, then
-///   the communicator works.
+///   the communicator works;
+/// - ncclCommInitAll (three communicators, one grouped all-reduce) and ncclCommInitRankScalable with two ids.
 #include <sys/mman.h>
 
 #include <chrono>
@@ -123,12 +124,50 @@ void nonBlockingRank(int r, const ncclUniqueId& id) {
   expectResult(ncclCommDestroy(comm), ncclSuccess, "ncclCommDestroy");
 }
 
+// ncclCommInitAll: three communicators in one process, driven inside one group.
+void initAllInOneProcess() {
+  ncclComm_t comms[3] = {};
+  if (!expectResult(ncclCommInitAll(comms, 3, nullptr), ncclSuccess, "ncclCommInitAll")) return;
+  std::vector<float> in[3], out[3];
+  expectResult(ncclGroupStart(), ncclSuccess, "ncclGroupStart");
+  for (int i = 0; i < 3; ++i) {
+    int rank = -1;
+    ncclCommUserRank(comms[i], &rank);
+    check(rank == i, "ncclCommInitAll: comms[%d] has rank %d", i, rank);
+    in[i].assign(101, float(i + 1));
+    out[i].assign(101, 0.0f);
+    expectResult(ncclAllReduce(in[i].data(), out[i].data(), 101, ncclFloat32, ncclSum, comms[i], nullptr),
+                 ncclSuccess, "ncclAllReduce (grouped)");
+  }
+  expectResult(ncclGroupEnd(), ncclSuccess, "ncclGroupEnd");
+  for (int i = 0; i < 3; ++i) check(out[i][100] == 6.0f, "InitAll allreduce on comm %d gave %g", i, out[i][100]);
+  for (ncclComm_t c : comms) expectResult(ncclCommDestroy(c), ncclSuccess, "ncclCommDestroy");
+}
+
+// ncclCommInitRankScalable with two ids (the second never served): hoccl uses the first.
+void scalableRank(int r, const ncclUniqueId& id) {
+  ncclUniqueId ids[2] = {id, id};
+  std::memset(ids[1].internal, 0x42, sizeof ids[1].internal);
+  ncclComm_t comm = nullptr;
+  if (!expectResult(ncclCommInitRankScalable(&comm, 2, r, 2, ids, nullptr), ncclSuccess, "ncclCommInitRankScalable"))
+    return;
+  int64_t v = 10 * (r + 1), sum = 0;
+  expectResult(ncclAllReduce(&v, &sum, 1, ncclInt64, ncclSum, comm, nullptr), ncclSuccess, "ncclAllReduce");
+  check(sum == 30, "scalable init allreduce gave %lld", static_cast<long long>(sum));
+  ncclResult_t async = ncclInternalError;
+  expectResult(ncclCommGetAsyncError(comm, &async), ncclSuccess, "ncclCommGetAsyncError");
+  check(async == ncclSuccess, "async error %d on a healthy communicator", static_cast<int>(async));
+  expectResult(ncclCommDestroy(comm), ncclSuccess, "ncclCommDestroy");
+}
+
 }  // namespace
 
 int main() {
   // The single-rank checks run in a child too, so that a crash (the guard page) is reported, not fatal.
   int bad = abi::runRanks(1, 60, [](int, const ncclUniqueId& id) { singleRankConfigs(id); });
   bad += abi::runRanks(2, 90, nonBlockingRank);
-  std::printf("%d passed, %d failed\n", 3 - bad, bad);
+  bad += abi::runRanks(1, 60, [](int, const ncclUniqueId&) { initAllInOneProcess(); });
+  bad += abi::runRanks(2, 60, scalableRank);
+  std::printf("%d passed, %d failed\n", 6 - bad, bad);
   return bad == 0 ? 0 : 1;
 }

@@ -84,11 +84,12 @@ std::string strategyText(const Query& q) {
   const Layout& l = q.layout;
   std::string out;
   const std::string alias = q.strategy.alias();
-  out += fmt::format("PaRO {}{} on {} ranks: {} groups ({}s) of {} ranks; {} parameters, {} trainable; A = {} "
+  out += fmt::format("PaRO {}{} on {} ranks: {} groups ({}) of {} ranks; {} parameters, {} trainable; A = {} "
                      "micro-steps per step\n",
                      q.strategy.name(), alias.empty() ? "" : " (" + alias + ")", l.nranks, l.ngroups,
-                     groupLevelName(l.level), l.groupSize, q.size.params, q.size.trainable, q.microSteps);
-  out += fmt::format("Topology: {} hosts, {} switches\n", l.topo.nhosts, l.topo.nswitches);
+                     l.level == GroupLevel::Switch ? "switches" : "hosts", l.groupSize, q.size.params, q.size.trainable, q.microSteps);
+  out += fmt::format("Topology: {} host{}, {} switch{}\n", l.topo.nhosts, l.topo.nhosts == 1 ? "" : "s",
+                     l.topo.nswitches, l.topo.nswitches == 1 ? "" : "es");
   if (!l.note.empty()) out += "Note: " + l.note + "\n";
   appendShardMap(out, q);
   const Memory mem = memoryPerRank(l, q.strategy, q.size);
@@ -194,11 +195,12 @@ void writePng(const Query& q, const std::string& path) {
   const Layout& l = q.layout;
   std::string script = fmt::format(
       "set terminal pngcairo size {},{} font ',10'\nset output '{}'\n"
-      "set multiplot layout 1,3 title 'PaRO {}: {} {}s x {} ranks (colour = shard; same colour = same bytes)'\n"
+      "set multiplot layout 1,3 title 'PaRO {}: {} {} x {} ranks (colour = shard; same colour = same bytes)'\n"
       "unset colorbox\nset palette defined (0 '#4e79a7', 1 '#f28e2b', 2 '#59a14f', 3 '#e15759', 4 '#76b7b2', "
       "5 '#edc948', 6 '#b07aa1', 7 '#ff9da7')\nset xlabel 'local index'\nset ylabel '{}'\n"
       "set xrange [-0.5:{}]\nset yrange [{}:-0.5]\nset xtics 1\nset ytics 1\nset tics scale 0\n",
-      std::max(900, 300 * 3), 160 + 40 * l.ngroups, path, q.strategy.name(), l.ngroups, groupLevelName(l.level),
+      std::max(900, 300 * 3), 160 + 40 * l.ngroups, path, q.strategy.name(), l.ngroups,
+      l.level == GroupLevel::Switch ? "switches" : "hosts",
       l.groupSize, groupLevelName(l.level), l.groupSize - 0.5, l.ngroups - 0.5);
   for (State st : {State::Params, State::Grads, State::Optim}) {
     const Level lv = q.strategy.of(st);

@@ -23,7 +23,7 @@ check "--rank-all marks NNN as not fitting 80GiB" "grep -E '^ +- +NNN ' <<<\"\$o
 check "--json parses" "python3 -c 'import json,sys; d=json.load(open(\"$tmp/out.json\")); assert d[\"strategy\"]==\"IIG\" and len(d[\"ranking\"])==27 and len(d[\"states\"][\"OS\"][\"shards\"])==8' "
 echo '{"switches": [{"name": "s0", "hosts": ["a", "b"]}, {"name": "s1", "hosts": ["c", "d"]}]}' > "$tmp/topo.json"
 out=$("$tool" --topology "$tmp/topo.json" --ranks-per-host 4 --level switch -s IIG -p 1B 2>&1)
-check "--topology with switch groups: 2 groups of 8" "grep -q '2 groups (switchs) of 8 ranks' <<<\"\$out\""
+check "--topology with switch groups: 2 groups of 8" "grep -q '2 groups (switches) of 8 ranks' <<<\"\$out\""
 out=$("$tool" -n 32 -m 8 -s NXG 2>&1); rc=$?
 check "bad strategy fails with a clear message" "[ $rc -ne 0 ] && grep -q \"'NXG' is not valid\" <<<\"\$out\""
 out=$("$tool" -n 30 -m 8 -s IIG 2>&1); rc=$?
