@@ -76,7 +76,7 @@ HOCCL_HD float bitsFloat(uint32_t u) {
 /// correctly moves to the next binade.
 HOCCL_HD uint32_t roundNormal(uint32_t u, unsigned mant, uint32_t expShift) {
   const unsigned drop = 23u - mant;
-  return ((u + ((1u << (drop - 1u)) - 1u) ) >> drop) - expShift;
+  return ((u + ((1u << (drop - 1u)) - 1u) + ((u >> drop) & 1u)) >> drop) - expShift;
 }
 
 /// Rounds a non-negative float below the format's smallest normal to a multiple of the smallest subnormal 2^-s,

@@ -188,9 +188,9 @@ void Runner::checkOnce(const Case& cs, const Counts& c, const DataSpec& spec, co
   const char* variant = inPlace ? "in-place" : "out-of-place";
   if (res.wrong > 0) {
     fmt::print(stderr,
-               "{}: rank {}: {} wrong values in {} {} (type {}, op {}, size {} B, count {}, root {}); first at "
+               "{}: rank {}: {} wrong values ({}, type {}, op {}, size {} B, count {}, root {}); first at "
                "index {}: got {}, expected {}\n",
-               test_.name, rank_, res.wrong, variant, test_.name, typeInfo(cs.type).name,
+               test_.name, rank_, res.wrong, variant, typeInfo(cs.type).name,
                test_.hasOp ? opName(cs.op) : "none", cs.bytes, c.param, test_.hasRoot ? cs.root : -1, res.firstBad,
                res.got, res.want);
   }

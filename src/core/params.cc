@@ -43,6 +43,7 @@ const std::vector<Param>& all() {
       {"SHM_SLOT_SIZE", "524288", "Bytes per shared-memory ring slot"},
       {"SHM_SLOTS", "8", "Slots per shared-memory ring (per direction and peer)"},
       {"TCP_CONNS", "2", "TCP connections per peer; large messages are striped across them"},
+      {"SHM_SINGLE_COPY_MIN", "1048576", "Shared-memory messages of at least this many bytes are read straight from the sender (process_vm_readv); 0 = never"},
       {"TCP_STRIPE_SIZE", "524288", "Bytes per stripe when a tcp message is split across the connections of a peer"},
       {"NET", "", "Preferred network transport for different hosts (tcp)"},
       {"IB_DISABLE", "0", "1 disables the RDMA (ibverbs) transport"},

@@ -179,8 +179,6 @@ class ShmChannel final : public Channel {
 /// True if process `pid` is alive (exists and is not a zombie).
 bool processAlive(int pid);
 
-/// Fills the single-copy fields of an outgoing segment's header (this process's pid and probe word).
-void publishProbe(SegmentHeader* out);
 /// Called by the receiver at connect: tries to read the sender's probe word; on success sets `singleCopy`.
 void probeSender(SegmentHeader* in);
 

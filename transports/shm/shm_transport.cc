@@ -6,6 +6,8 @@
 //   2. all-gather a status: if any rank failed, every rank throws with that rank's message;
 //   3. open and map the segment peer -> this rank of every peer;
 //   4. all-gather a status again; now every segment is mapped on both sides, so each creator unlinks its names.
+//      Before it, each receiver probes whether it can read its sender's memory (single copy, see shm_channel.h)
+//      and writes the verdict into the segment, where the sender finds it after the all-gather.
 // From step 4 on nothing is left in /dev/shm even if a process dies; a crash between 1 and 4 can leave names behind
 // (they carry the job tag, so they never collide with another job).
 #include "shm/shm_transport.h"
@@ -64,6 +66,7 @@ ShmTransport::ShmTransport() {
   int64_t slotBytes = intParam("SHM_SLOT_SIZE", kDefaultSlotBytes, 4096, int64_t{1} << 30);
   slotBytes_ = static_cast<uint32_t>((slotBytes + 4095) / 4096 * 4096);
   slots_ = static_cast<uint32_t>(intParam("SHM_SLOTS", kDefaultSlots, 2, kMaxSlots));
+  singleCopyMin_ = static_cast<size_t>(intParam("SHM_SINGLE_COPY_MIN", kDefaultSingleCopyMin, 0, int64_t{1} << 50));
 }
 
 bool ShmTransport::canConnect(const ConnectContext& ctx, int peer) const {
@@ -93,7 +96,10 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectConte
     agree(ctx, "creating its shared-memory segments", &e);
   }
   try {
-    for (int p : peers) in[p] = Segment::open(segmentName(ctx.jobTag, p, ctx.rank), p, ctx.rank);
+    for (int p : peers) {
+      in[p] = Segment::open(segmentName(ctx.jobTag, p, ctx.rank), p, ctx.rank);
+      probeSender(in[p]->header());  // the sender reads the verdict after the all-gather below
+    }
     agree(ctx, "mapping its peers' shared-memory segments", nullptr);
   } catch (const Error& e) {
     if (e.code() == hocclRemoteError) throw;
@@ -107,7 +113,8 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectConte
   for (int p : peers) {
     const boot::RankInfo& peer = ctx.peers.at(p);
     bool checkPid = peer.pid != self.pid;
-    channels[p] = std::make_unique<ShmChannel>(self, peer, checkPid, std::move(out[p]), std::move(in[p]));
+    channels[p] = std::make_unique<ShmChannel>(self, peer, checkPid, std::move(out[p]), std::move(in[p]),
+                                               singleCopyMin_);
   }
   HOCCL_INFO(kShm, "shm: rank {} connected to {} peer(s), {} slots of {} KiB per direction", ctx.rank, peers.size(),
              slots_, slotBytes_ / 1024);

@@ -1,7 +1,8 @@
 /// @file shm_transport.h
 /// The shared-memory transport: reaches every peer on the same host (same host hash) through POSIX shared memory.
 /// Parameters: HOCCL_SHM_DISABLE (1 = not used), HOCCL_SHM_SLOT_SIZE (bytes per slot, default 512 KiB, rounded up
-/// to 4 KiB), HOCCL_SHM_SLOTS (slots per direction, default 4).
+/// to 4 KiB), HOCCL_SHM_SLOTS (slots per direction, default 8), HOCCL_SHM_SINGLE_COPY_MIN (messages of at least
+/// this many bytes are read straight from the sender's buffer when possible; 0 = never; default 1 MiB).
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,9 @@ namespace hoccl::transport::shm {
 /// Default bytes per slot.
 constexpr uint32_t kDefaultSlotBytes = 512 * 1024;
 /// Default slots per direction.
-constexpr uint32_t kDefaultSlots = 4;
+constexpr uint32_t kDefaultSlots = 8;
+/// Default smallest message sent by single copy.
+constexpr size_t kDefaultSingleCopyMin = 1 << 20;
 
 /// The shm transport.
 class ShmTransport final : public Transport {
@@ -39,6 +42,7 @@ class ShmTransport final : public Transport {
  private:
   uint32_t slotBytes_;
   uint32_t slots_;
+  size_t singleCopyMin_;
 };
 
 }  // namespace hoccl::transport::shm
