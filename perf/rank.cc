@@ -157,7 +157,8 @@ void Runner::setWatchdog(const Case* cs) {
   {
     std::lock_guard<std::mutex> lock(job_.whatMutex);
     job_.what[thread_] = fmt::format("rank {}: size {} B, type {}, op {}, root {}", rank_, cs->bytes,
-                                     typeInfo(cs->type).name, test_.hasOp ? opName(cs->op) : "none", cs->root);
+                                     typeInfo(cs->type).name, test_.hasOp ? opName(cs->op) : "none",
+                                     test_.hasRoot ? cs->root : -1);
   }
   job_.deadlines[thread_] = steadyNs() + static_cast<int64_t>(o_.timeoutSec * 1e9);
 }
@@ -294,8 +295,9 @@ void Runner::sweep() {
             setWatchdog(&cs);
             Row row = runCase(cs);
             if (printer_) report_->addRow(row);
-            size_t next = o_.stepFactor > 1 ? bytes * o_.stepFactor : bytes + o_.stepBytes;
-            if (next <= bytes) break;  // a zero size times a factor, or an overflow
+            // After a zero size, a factor continues from 1 byte (nccl-tests would loop on 0 forever).
+            size_t next = o_.stepFactor > 1 ? std::max<size_t>(bytes * o_.stepFactor, 1) : bytes + o_.stepBytes;
+            if (next <= bytes) break;  // an overflow, or -i 0
             bytes = next;
           }
         }

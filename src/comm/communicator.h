@@ -8,8 +8,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "algo/registry.h"
 #include "boot/bootstrap.h"
 #include "hoccl/hoccl.h"
 #include "topology.h"
@@ -50,6 +52,8 @@ class Communicator {
   void* scratch(size_t bytes);
   /// Byte counters.
   ByteCounters& counters() { return counters_; }
+  /// The schedule of this rank for args under alg, generated once and cached (bounded cache).
+  std::shared_ptr<const sched::Schedule> cachedSchedule(const algo::Algorithm& alg, const sched::CollArgs& args);
   /// Name used in messages: "comm <name> rank r/n".
   std::string describe() const;
   /// Set from any thread by hocclCommAbort; every wait checks it.
@@ -69,6 +73,7 @@ class Communicator {
   std::map<int, std::unique_ptr<transport::Channel>> channels_;
   std::vector<std::string> transportOfPeer_;
   std::vector<char> scratch_;
+  std::map<std::tuple<const void*, int, size_t, int, bool, size_t>, std::shared_ptr<const sched::Schedule>> schedules_;
   ByteCounters counters_;
 };
 

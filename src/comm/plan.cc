@@ -50,8 +50,8 @@ Planned planCollective(const Op& op) {
   const algo::Algorithm& alg = algo::choose(args, comm.topology(), elem);
   Planned p;
   p.task.comm = &comm;
-  p.task.schedule = alg.generate(args, comm.topology());
-  p.task.what = describeOp(op) + " [" + alg.name + "]";
+  p.task.schedule = comm.cachedSchedule(alg, args);
+  p.task.what = [op, name = alg.name] { return describeOp(op) + " [" + name + "]"; };
   p.task.binding.elemSize = elem;
   p.task.binding.dtype = op.dtype;
   p.task.binding.op = binOpOf(op.op);
@@ -86,7 +86,7 @@ Planned planCollective(const Op& op) {
 exec::Task planP2P(Communicator& comm, const std::vector<const Op*>& ops) {
   exec::Task t;
   t.comm = &comm;
-  t.what = fmt::format("group of {} send/recv", ops.size());
+  t.what = [n = ops.size()] { return fmt::format("group of {} send/recv", n); };
   t.binding.elemSize = 1;
   t.binding.dtype = hocclUint8;
   sched::Step step;
@@ -113,8 +113,10 @@ exec::Task planP2P(Communicator& comm, const std::vector<const Op*>& ops) {
                                     comm.describe(), selfSends[i].second, selfRecvs[i].second));
     step.prims.push_back(sched::copy(selfSends[i].first, 0, selfRecvs[i].first, 0, selfSends[i].second));
   }
-  t.schedule.steps.push_back(std::move(step));
-  t.schedule.algorithm = "p2p";
+  auto schedule = std::make_shared<sched::Schedule>();
+  schedule->steps.push_back(std::move(step));
+  schedule->algorithm = "p2p";
+  t.schedule = std::move(schedule);
   return t;
 }
 
@@ -161,7 +163,7 @@ std::vector<exec::Task> planTasks(const std::vector<Op>& ops) {
     // Tasks of one communicator run one after another, so they all share its scratch from offset 0.
     size_t need = 0;
     for (const Planned& p : colls[comm])
-      need = std::max(need, p.prescaleBytes + p.task.schedule.scratchCount * p.task.binding.elemSize);
+      need = std::max(need, p.prescaleBytes + p.task.schedule->scratchCount * p.task.binding.elemSize);
     char* scratch = static_cast<char*>(comm->scratch(need));
     for (Planned& p : colls[comm]) {
       p.task.binding.buffers[sched::kScratch] = scratch + p.prescaleBytes;

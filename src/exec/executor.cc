@@ -12,7 +12,7 @@
 
 #include <chrono>
 #include <cstring>
-#include <set>
+#include <algorithm>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -40,15 +40,19 @@ void postStep(Cursor& c) {
   Task& t = *c.tasks[c.task];
   const Binding& b = t.binding;
   Communicator& comm = *c.comm;
-  std::set<transport::Channel*> touched;
-  for (const sched::Prim& p : t.schedule.steps[c.step].prims) {
+  std::vector<transport::Channel*>& touched = c.active;
+  touched.clear();
+  auto touch = [&touched](transport::Channel* ch) {
+    if (std::find(touched.begin(), touched.end(), ch) == touched.end()) touched.push_back(ch);
+  };
+  for (const sched::Prim& p : t.schedule->steps[c.step].prims) {
     const size_t bytes = p.count * b.elemSize;
     switch (p.kind) {
       case sched::PrimKind::Send: {
         auto& ch = comm.channel(p.peer);
         ch.postSend(at(b, p.src, p.srcOff), bytes);
         comm.counters().sent[comm.topology().linkClass(comm.rank(), p.peer)] += bytes;
-        touched.insert(&ch);
+        touch(&ch);
         break;
       }
       case sched::PrimKind::Recv: {
@@ -58,7 +62,7 @@ void postStep(Cursor& c) {
         target.granule = b.elemSize;
         ch.postRecv(bytes, std::move(target));
         comm.counters().received[comm.topology().linkClass(comm.rank(), p.peer)] += bytes;
-        touched.insert(&ch);
+        touch(&ch);
         break;
       }
       case sched::PrimKind::RecvReduce: {
@@ -72,7 +76,7 @@ void postStep(Cursor& c) {
         };
         ch.postRecv(bytes, std::move(target));
         comm.counters().received[comm.topology().linkClass(comm.rank(), p.peer)] += bytes;
-        touched.insert(&ch);
+        touch(&ch);
         break;
       }
       case sched::PrimKind::Copy: {
@@ -88,7 +92,6 @@ void postStep(Cursor& c) {
       }
     }
   }
-  c.active.assign(touched.begin(), touched.end());
   c.posted = true;
 }
 
@@ -112,7 +115,7 @@ bool advance(Cursor& c) {
       if (t.before) t.before();
       c.started = true;
     }
-    if (c.step >= t.schedule.steps.size()) {
+    if (c.step >= t.schedule->steps.size()) {
       if (t.after) t.after();
       ++c.task;
       c.step = 0;
@@ -130,8 +133,8 @@ bool advance(Cursor& c) {
       try {
         moved |= ch->progress();
       } catch (const Error& e) {
-        throw Error(e.code(), fmt::format("{}: {} step {}/{} failed: {}", c.comm->describe(), t.what, c.step + 1,
-                                          t.schedule.steps.size(), e.what()));
+        throw Error(e.code(), fmt::format("{}: {} step {}/{} failed: {}", c.comm->describe(), t.what(), c.step + 1,
+                                          t.schedule->steps.size(), e.what()));
       }
       pending |= ch->pending() > 0;
     }
@@ -199,7 +202,7 @@ void run(std::vector<Task>& tasks) {
         throw Error(hocclRemoteError,
                     fmt::format("{}: {} step {}/{} made no progress for {} s, waiting for {}. That peer is stuck, dead "
                                 "or calling a different operation; check its log. Raise HOCCL_TIMEOUT if it is only "
-                                "slow.", c.comm->describe(), t.what, c.step + 1, t.schedule.steps.size(),
+                                "slow.", c.comm->describe(), t.what(), c.step + 1, t.schedule->steps.size(),
                                 timeout.count(), pendingPeers(c)));
       }
     }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,9 +26,9 @@ struct Binding {
 /// One schedule to run on one communicator.
 struct Task {
   Communicator* comm = nullptr;     ///< where it runs
-  sched::Schedule schedule;         ///< what to do (this rank's part)
+  std::shared_ptr<const sched::Schedule> schedule;  ///< what to do (this rank's part; may be shared via a cache)
   Binding binding;                  ///< on which memory
-  std::string what;                 ///< "AllReduce(count=.., float, sum)" for messages
+  std::function<std::string()> what;  ///< "AllReduce(count=.., float, sum) [ring]", built only for messages
   std::function<void()> before;     ///< runs just before the first step (e.g. PreMulSum input scaling), may be empty
   std::function<void()> after;      ///< runs right after the last step (e.g. Avg division), may be empty
 };

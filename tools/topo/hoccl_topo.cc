@@ -149,6 +149,9 @@ int online(const Options& o) {
     topo::HostHardware hw = topo::discoverHost();
     rc = emit(comm->impl->topology(), o, o.hw ? &hw : nullptr);
   }
+  // Every rank finishes init before any destroys the communicator (rank 0 also hosts the bootstrap root).
+  float token = 0;
+  hocclAllReduce(&token, &token, 1, hocclFloat, hocclSum, comm, nullptr);
   hocclCommDestroy(comm);
   return rc;
 }

@@ -294,6 +294,13 @@ bool ShmChannel::progressRecvs() {
 }
 
 void ShmChannel::readSingleCopy(PendingRecv& r, const SingleCopyDescriptor& d) {
+  const uint64_t src = d.address + r.done;
+  if (samePid_ && !r.target.direct) {  // the sender is a thread of this process: reduce straight from its buffer
+    size_t n = std::min(kSingleCopyChunk, r.bytes - r.done);
+    r.target.sink(reinterpret_cast<const void*>(src), r.done, n);
+    r.done += n;
+    return;
+  }
   size_t n = std::min(r.target.direct ? kSingleCopyChunk : inHdr_->slotBytes, r.bytes - r.done);
   char* dst = nullptr;
   if (r.target.direct) {
@@ -302,7 +309,6 @@ void ShmChannel::readSingleCopy(PendingRecv& r, const SingleCopyDescriptor& d) {
     if (staging_.size() < n) staging_.resize(inHdr_->slotBytes);
     dst = staging_.data();
   }
-  const uint64_t src = d.address + r.done;
   if (samePid_) {
     std::memcpy(dst, reinterpret_cast<const void*>(src), n);
   } else {

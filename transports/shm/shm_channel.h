@@ -18,8 +18,8 @@
 /// Single copy: a message of at least HOCCL_SHM_SINGLE_COPY_MIN bytes, when the receiver proved at connect time
 /// that it may read the sender's memory (process_vm_readv; plain memcpy when both ranks are threads of one
 /// process), travels as one descriptor slot {address, bytes} instead: the receiver copies straight from the
-/// sender's buffer (through a slot-sized private buffer when it feeds a sink) and releases the slot when it is
-/// done, which completes the send. One copy instead of two, at the price of rendezvous for large messages.
+/// sender's buffer (through a slot-sized private buffer when it feeds a sink, unless the sender is a thread of the
+/// same process) and releases the slot when it is done, which completes the send. One copy instead of two, at the price of rendezvous for large messages.
 ///
 /// Sleeping: rank a's channel to b sleeps on the bell of segment b->a. Rank b rings that bell (increments it and
 /// calls FUTEX_WAKE, only when the sleeping flag is set) after it publishes a slot into b->a or releases a slot of
@@ -136,6 +136,8 @@ class ShmChannel final : public Channel {
   size_t pending() const override { return sends_.size() + recvs_.size(); }
   /// Sleeps on the futex of the incoming segment until the peer moves something, or the timeout.
   void waitForActivity(int timeoutMicros) override;
+  /// True when large sends on this channel go by single copy (the peer can read this rank's memory).
+  bool singleCopy() const { return singleCopyMin_ > 0; }
 
  private:
   struct PendingSend {
