@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -20,17 +19,17 @@ namespace hoccl::transport {
 /// The integer value of HOCCL_<name>, else its registered default (core/params.cc), else `fallback`; a malformed or
 /// out-of-range value is an InvalidArgument error that names the variable and the accepted range.
 inline int64_t intParam(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
-  auto raw = std::optional<std::string>(params::getString(name));
-  if (raw->empty()) return fallback;
+  const std::string raw = params::getString(name);
+  if (raw.empty()) return fallback;
   int64_t v = 0;
   size_t used = 0;
   try {
-    v = std::stoll(*raw, &used, 0);
+    v = std::stoll(raw, &used, 0);
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used == 0 || used != raw->size() || v < lo || v > hi)
-    throwInvalidArgument(fmt::format("HOCCL_{}='{}' is not valid: expected an integer in [{}, {}]", name, *raw, lo, hi));
+  if (used == 0 || used != raw.size() || v < lo || v > hi)
+    throwInvalidArgument(fmt::format("HOCCL_{}='{}' is not valid: expected an integer in [{}, {}]", name, raw, lo, hi));
   return v;
 }
 

@@ -25,7 +25,7 @@ fi
 "$TOPO" --hosts "3,1;2" --dot >"$TMP/t.dot" || fail "dot mode"
 grep -q "digraph" "$TMP/t.dot" || fail "dot output"
 if command -v dot >/dev/null; then
-  "$TOPO" --shape 2x2x2 --png "$TMP/t.png" 2>/dev/null || fail "png mode"
+  "$TOPO" --shape 2x2x2 --png "$TMP/t.png" >/dev/null 2>&1 || fail "png mode"
   [ -s "$TMP/t.png" ] || fail "png file empty"
 fi
 
