@@ -6,7 +6,10 @@
 #include "comm/plan.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "algo/registry.h"
+#include "cost_model.h"
 #include "exec/executor.h"
+#include "kernels/cpu/reduce.h"
 
 namespace hoccl {
 namespace {
@@ -62,7 +65,33 @@ void groupEnd() {
 
 int groupDepth() { return state().depth; }
 
-float groupSimulatedSeconds() { return 0.0f; }
+float groupSimulatedSeconds() {
+  // Each recorded op, one after the other, priced by the cost model over every rank's schedule.
+  const topo::LinkModel model = topo::LinkModel::fromParams();
+  double seconds = 0;
+  for (const Op& op : state().ops) {
+    const topo::Topology& topology = op.comm->topology();
+    const size_t elem = kernels::typeSize(op.dtype);
+    if (op.kind != Op::Kind::Collective) {
+      auto cls = topology.linkClass(op.comm->rank(), op.peer);
+      seconds += model.alpha[cls] + static_cast<double>(op.count * elem) / model.beta[cls];
+      continue;
+    }
+    sched::CollArgs args;
+    args.coll = op.coll;
+    args.nranks = op.comm->nranks();
+    args.count = op.count;
+    args.root = op.root;
+    const algo::Algorithm& alg = algo::choose(args, topology, elem);
+    std::vector<sched::Schedule> all;
+    for (int r = 0; r < args.nranks; ++r) {
+      args.rank = r;
+      all.push_back(alg.generate(args, topology));
+    }
+    seconds += topo::predict(all, topology, elem, model).seconds;
+  }
+  return static_cast<float>(seconds);
+}
 
 void groupDiscard() {
   GroupState& s = state();

@@ -2,6 +2,7 @@
 #include "comm/plan.h"
 
 #include <map>
+#include <optional>
 
 #include "algo/registry.h"
 #include "comm/redop.h"
@@ -82,20 +83,44 @@ Planned planCollective(const Op& op) {
 }
 
 // All point-to-point ops of one communicator as one step. Counts are in bytes (element size 1); a rank's sends to
-// itself are paired with its receives from itself, in order, as local copies.
-exec::Task planP2P(Communicator& comm, const std::vector<const Op*>& ops) {
-  exec::Task t;
+// itself are paired with its receives from itself, in order, as local copies. A send whose buffer overlaps a
+// receive buffer of the same group (in-place exchanges, as nccl-tests' in-place sendrecv does) is staged: a first
+// step copies it to scratch, so the receive cannot overwrite data before it leaves.
+struct PlannedP2P {
+  exec::Task task;
+  std::vector<std::pair<uint16_t, size_t>> staged;  // binding index -> byte offset in scratch
+  size_t stagingBytes = 0;
+};
+
+bool overlaps(const char* a, size_t an, const char* b, size_t bn) { return an && bn && a < b + bn && b < a + an; }
+
+PlannedP2P planP2P(Communicator& comm, const std::vector<const Op*>& ops) {
+  PlannedP2P p;
+  exec::Task& t = p.task;
   t.comm = &comm;
   t.what = [n = ops.size()] { return fmt::format("group of {} send/recv", n); };
   t.binding.elemSize = 1;
   t.binding.dtype = hocclUint8;
-  sched::Step step;
+  sched::Step staging, step;
   std::vector<std::pair<uint16_t, size_t>> selfSends, selfRecvs;
+  auto bytesOf = [](const Op* op) { return op->count * kernels::typeSize(op->dtype); };
   for (const Op* op : ops) {
     uint16_t idx = static_cast<uint16_t>(t.binding.buffers.size());
-    size_t bytes = op->count * kernels::typeSize(op->dtype);
+    size_t bytes = bytesOf(op);
     if (op->kind == Op::Kind::Send) {
-      t.binding.buffers.push_back(const_cast<char*>(static_cast<const char*>(op->sendbuf)));
+      const char* src = static_cast<const char*>(op->sendbuf);
+      t.binding.buffers.push_back(const_cast<char*>(src));
+      bool clash = false;
+      for (const Op* other : ops)
+        clash |= other->kind == Op::Kind::Recv && overlaps(src, bytes, static_cast<const char*>(other->recvbuf), bytesOf(other));
+      if (clash) {
+        uint16_t stage = static_cast<uint16_t>(t.binding.buffers.size());
+        t.binding.buffers.push_back(nullptr);  // bound to scratch by planTasks
+        p.staged.push_back({stage, p.stagingBytes});
+        p.stagingBytes += alignUp(bytes);
+        staging.prims.push_back(sched::copy(idx, 0, stage, 0, bytes));
+        idx = stage;
+      }
       if (op->peer == comm.rank()) selfSends.push_back({idx, bytes});
       else step.prims.push_back(sched::send(op->peer, idx, 0, bytes));
     } else {
@@ -114,10 +139,11 @@ exec::Task planP2P(Communicator& comm, const std::vector<const Op*>& ops) {
     step.prims.push_back(sched::copy(selfSends[i].first, 0, selfRecvs[i].first, 0, selfSends[i].second));
   }
   auto schedule = std::make_shared<sched::Schedule>();
+  if (!staging.prims.empty()) schedule->steps.push_back(std::move(staging));
   schedule->steps.push_back(std::move(step));
   schedule->algorithm = "p2p";
   t.schedule = std::move(schedule);
-  return t;
+  return p;
 }
 
 }  // namespace
@@ -159,12 +185,17 @@ std::vector<exec::Task> planTasks(const std::vector<Op>& ops) {
   }
   std::vector<exec::Task> tasks;
   for (Communicator* comm : comms) {
-    if (!p2p[comm].empty()) tasks.push_back(planP2P(*comm, p2p[comm]));
+    std::optional<PlannedP2P> p2pTask;
+    if (!p2p[comm].empty()) p2pTask = planP2P(*comm, p2p[comm]);
     // Tasks of one communicator run one after another, so they all share its scratch from offset 0.
-    size_t need = 0;
+    size_t need = p2pTask ? p2pTask->stagingBytes : 0;
     for (const Planned& p : colls[comm])
       need = std::max(need, p.prescaleBytes + p.task.schedule->scratchCount * p.task.binding.elemSize);
     char* scratch = static_cast<char*>(comm->scratch(need));
+    if (p2pTask) {
+      for (auto [index, offset] : p2pTask->staged) p2pTask->task.binding.buffers[index] = scratch + offset;
+      tasks.push_back(std::move(p2pTask->task));
+    }
     for (Planned& p : colls[comm]) {
       p.task.binding.buffers[sched::kScratch] = scratch + p.prescaleBytes;
       if (p.prescaleBytes) p.task.binding.buffers[sched::kInput] = scratch;

@@ -26,7 +26,7 @@ struct Settings {
 };
 
 Settings& settings() {
-  static Settings s;
+  static Settings& s = *new Settings;  // never destroyed: detached threads may log while the process exits
   return s;
 }
 

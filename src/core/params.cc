@@ -22,7 +22,8 @@ const Param* find(const char* name) {
 }  // namespace
 
 const std::vector<Param>& all() {
-  static const std::vector<Param> table = {
+  // Never destroyed: detached threads (the bootstrap root) may read parameters while the process exits.
+  static const std::vector<Param>& table = *new std::vector<Param>{
       {"DEBUG", "", "Log level: VERSION, WARN, INFO or TRACE (default: nothing but errors returned to the caller)"},
       {"DEBUG_SUBSYS", "INIT,COLL,P2P,SHM,NET,BOOTSTRAP,TOPO,TUNING,ENV,PARO",
        "Subsystems to log, comma-separated; a leading ^ excludes the listed ones; ALL for everything"},

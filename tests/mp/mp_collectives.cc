@@ -212,6 +212,16 @@ int groupedP2P(hocclComm_t comm, int rank, int n) {
   }
   MP_CHECK(rank, hocclGroupEnd());
   if (ra[776] != prev + 0.5 || rb[0] != prev + 0.25) return fail(rank, "grouped ring: wrong or reordered data");
+  // In place, as nccl-tests' in-place sendrecv: send a buffer to next while receiving into it from prev.
+  std::vector<double> same(3 << 20);
+  for (size_t i = 0; i < same.size(); ++i) same[i] = rank * 1e7 + static_cast<double>(i);
+  MP_CHECK(rank, hocclGroupStart());
+  MP_CHECK(rank, hocclRecv(same.data(), same.size(), hocclDouble, prev, comm, nullptr));
+  MP_CHECK(rank, hocclSend(same.data(), same.size(), hocclDouble, next, comm, nullptr));
+  MP_CHECK(rank, hocclGroupEnd());
+  for (size_t i = 0; i < same.size(); ++i)
+    if (same[i] != prev * 1e7 + static_cast<double>(i))
+      return fail(rank, "in-place grouped send/recv: element " + std::to_string(i) + " is wrong");
   return 0;
 }
 
