@@ -24,7 +24,7 @@ bool ringSupports(Coll c) {
   return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::AllGather || c == Coll::Broadcast ||
          c == Coll::Reduce;
 }
-bool directSupports(Coll c) { return c == Coll::AlltoAll || c == Coll::Gather || c == Coll::Scatter; }
+bool directSupports(Coll) { return true; }
 bool always(const sched::CollArgs&, const topo::Topology&) { return true; }
 
 #ifdef HOCCL_HAVE_HO_RING

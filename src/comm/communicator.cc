@@ -82,16 +82,15 @@ void* Communicator::scratch(size_t bytes) {
   return scratch_.data();
 }
 
-std::shared_ptr<const sched::Schedule> Communicator::cachedSchedule(const algo::Algorithm& alg,
-                                                                    const sched::CollArgs& args) {
-  auto key = std::make_tuple(static_cast<const void*>(&alg), static_cast<int>(args.coll), args.count, args.root,
-                             args.inPlace, args.chunkCount);
-  auto it = schedules_.find(key);
-  if (it != schedules_.end()) return it->second;
-  if (schedules_.size() >= 256) schedules_.clear();  // bounded: a job rarely uses more distinct calls
-  auto s = std::make_shared<const sched::Schedule>(alg.generate(args, topology_));
-  schedules_.emplace(key, s);
-  return s;
+Communicator::Planned Communicator::plan(const sched::CollArgs& args, size_t elemSize) {
+  auto key = std::make_tuple(static_cast<int>(args.coll), args.count, args.root, args.inPlace, args.chunkCount, elemSize);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+  if (plans_.size() >= 256) plans_.clear();  // bounded: a job rarely uses more distinct call shapes
+  const algo::Algorithm& alg = algo::choose(args, topology_, elemSize);
+  Planned p{&alg, std::make_shared<const sched::Schedule>(alg.generate(args, topology_))};
+  plans_.emplace(key, p);
+  return p;
 }
 
 std::string Communicator::describe() const {

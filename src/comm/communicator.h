@@ -52,8 +52,14 @@ class Communicator {
   void* scratch(size_t bytes);
   /// Byte counters.
   ByteCounters& counters() { return counters_; }
-  /// The schedule of this rank for args under alg, generated once and cached (bounded cache).
-  std::shared_ptr<const sched::Schedule> cachedSchedule(const algo::Algorithm& alg, const sched::CollArgs& args);
+  /// The algorithm chosen for args (HOCCL_ALGO or the tuner) and this rank's schedule, computed once per distinct
+  /// call shape and cached (bounded), so that repeated calls cost a lookup.
+  struct Planned {
+    const algo::Algorithm* algorithm;                ///< the choice
+    std::shared_ptr<const sched::Schedule> schedule;  ///< this rank's schedule under it
+  };
+  /// See Planned.
+  Planned plan(const sched::CollArgs& args, size_t elemSize);
   /// Name used in messages: "comm <name> rank r/n".
   std::string describe() const;
   /// Set from any thread by hocclCommAbort; every wait checks it.
@@ -73,7 +79,7 @@ class Communicator {
   std::map<int, std::unique_ptr<transport::Channel>> channels_;
   std::vector<std::string> transportOfPeer_;
   std::vector<char> scratch_;
-  std::map<std::tuple<const void*, int, size_t, int, bool, size_t>, std::shared_ptr<const sched::Schedule>> schedules_;
+  std::map<std::tuple<int, size_t, int, bool, size_t, size_t>, Planned> plans_;
   ByteCounters counters_;
 };
 

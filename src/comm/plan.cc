@@ -44,15 +44,16 @@ Planned planCollective(const Op& op) {
   args.nranks = comm.nranks();
   args.count = op.count;
   args.root = op.root;
-  args.chunkCount = std::max<size_t>(1, static_cast<size_t>(params::getInt("CHUNK_SIZE")) / elem);
+  static const size_t chunkBytes = static_cast<size_t>(std::max<int64_t>(1, params::getInt("CHUNK_SIZE")));
+  args.chunkCount = std::max<size_t>(1, chunkBytes / elem);
   auto premul = findPreMulSum(op.op);
   args.inPlace = isInPlace(op) && !premul;  // a scaled copy of the input is never aliased
 
-  const algo::Algorithm& alg = algo::choose(args, comm.topology(), elem);
+  Communicator::Planned choice = comm.plan(args, elem);
   Planned p;
   p.task.comm = &comm;
-  p.task.schedule = comm.cachedSchedule(alg, args);
-  p.task.what = [op, name = alg.name] { return describeOp(op) + " [" + name + "]"; };
+  p.task.schedule = choice.schedule;
+  p.task.what = [op, name = choice.algorithm->name] { return describeOp(op) + " [" + name + "]"; };
   p.task.binding.elemSize = elem;
   p.task.binding.dtype = op.dtype;
   p.task.binding.op = binOpOf(op.op);

@@ -165,7 +165,7 @@ void run(std::vector<Task>& tasks) {
     explicit InFlight(std::vector<Cursor>& c) : cs(c) { for (auto& x : cs) ++x.comm->inFlight; }
     ~InFlight() { for (auto& x : cs) --x.comm->inFlight; }
   } inFlight(cursors);
-  const auto timeout = std::chrono::seconds(params::getInt("TIMEOUT"));
+  static const auto timeout = std::chrono::seconds(params::getInt("TIMEOUT"));
   auto lastProgress = Clock::now();
   unsigned idle = 0;
   while (true) {

@@ -83,7 +83,10 @@ class Machine {
         const Prim& p = prims[i];
         std::string ctx = where(r, k, i, p);
         if (p.count == 0) continue;
-        if (p.kind == PrimKind::Copy && p.src == p.dst && p.srcOff == p.dstOff) continue;
+        if (p.kind == PrimKind::Copy) {  // a copy onto itself (in-place aliasing) is skipped, as the executor does
+          Span s = span(r, p.src, p.srcOff, p.count, ctx), d = span(r, p.dst, p.dstOff, p.count, ctx);
+          if (s.array == d.array && s.begin == d.begin) continue;
+        }
         if (p.kind != PrimKind::Recv) reads.push_back({span(r, p.src, p.srcOff, p.count, ctx), i});
         if (p.kind != PrimKind::Send) writes.push_back({span(r, p.dst, p.dstOff, p.count, ctx), i});
         if (p.kind == PrimKind::Reduce) reads.push_back({span(r, p.dst, p.dstOff, p.count, ctx), i});
