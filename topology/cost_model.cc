@@ -48,6 +48,7 @@ class Simulator {
     match();
     int n = t_.nranks;
     cur_.assign(n, 0);
+    users_.assign(2 * (t_.nhosts + t_.nswitches + n), 0);
     pending_.assign(n, 0);
     for (int r = 0; r < n; ++r) enter(r, 0.0);
     while (true) {
@@ -176,13 +177,16 @@ class Simulator {
       finishMessage(id);
       return;
     }
+    for (int l : f.links) ++users_[l];
     flows_.push_back(f);
     rates();
   }
 
   void finishFlow(int f) {
     int id = flows_[f].msg;
-    flows_.erase(flows_.begin() + f);
+    for (int l : flows_[f].links) --users_[l];
+    flows_[f] = flows_.back();
+    flows_.pop_back();
     rates();
     finishMessage(id);
   }
@@ -192,16 +196,14 @@ class Simulator {
     done(msgs_[id].dst);
   }
 
+  // Recomputes every active flow's rate from the flow counts per link (users_, kept up to date by start/finish).
   void rates() {
-    std::map<int, int> users;
-    for (const auto& f : flows_)
-      for (int l : f.links) ++users[l];
     int sw = t_.nhosts, port = t_.nhosts + t_.nswitches;
     for (auto& f : flows_) {
       double rate = m_.beta[msgs_[f.msg].cls];
       for (int l : f.links) {
         double cap = l < 2 * sw ? m_.nic : l < 2 * port ? m_.spine : m_.beta[hocclLinkIntraHost];
-        rate = std::min(rate, cap / users[l]);
+        rate = std::min(rate, cap / users_[l]);
       }
       f.rate = rate;
     }
@@ -222,6 +224,7 @@ class Simulator {
   std::vector<size_t> cur_;
   std::vector<int> pending_;
   std::vector<Flow> flows_;
+  std::vector<int> users_;  // link id -> active flows on it
   using Event = std::pair<double, int>;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> starts_, locals_;
   double now_ = 0;

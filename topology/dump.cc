@@ -54,7 +54,13 @@ std::string toText(const Topology& t, const HostHardware* hw, int maxRings) {
       s += fmt::format("    ring {}: {}\n", i, fmt::join(rings[i], " -> "));
     if (static_cast<int>(rings.size()) > maxRings) s += fmt::format("    ... {} more\n", rings.size() - maxRings);
   }
-  s += fmt::format("flat ring: {}\n", fmt::join(flatRingOrder(t), " -> "));
+  std::vector<int> flat = flatRingOrder(t);
+  if (flat.size() <= 64) {
+    s += fmt::format("flat ring: {}\n", fmt::join(flat, " -> "));
+  } else {
+    flat.resize(64);
+    s += fmt::format("flat ring: {} -> ... ({} ranks)\n", fmt::join(flat, " -> "), t.nranks);
+  }
   if (hw) {
     s += fmt::format("this host: {} NUMA nodes, {} cores, {} hardware threads{}\n", hw->numaNodes, hw->cores, hw->pus,
                      hw->error.empty() ? "" : " (hwloc: " + hw->error + ")");

@@ -16,7 +16,7 @@
 namespace hoccl::algo {
 namespace {
 
-constexpr int kMaxSimulatedRanks = 512;
+constexpr int kMaxSimulatedRanks = 64;  // simulating 64 ranks x 2 algorithms takes ~1 s here
 constexpr size_t kMaxCacheEntries = 4096;
 
 using Key = std::tuple<int, int, size_t, size_t, int, size_t, uint64_t, std::string>;

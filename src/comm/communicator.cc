@@ -3,7 +3,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -33,6 +35,11 @@ Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::
   bootstrap_ = std::make_unique<boot::Bootstrap>(id, rank, nranks, describeSelf());
   topology_ = topo::build(bootstrap_->ranks());
   transports_ = transport::makeTransports();
+  // Ranks sharing this machine's CPUs: by real host name, so that emulated hosts (HOCCL_HOSTID) on one machine
+  // count together.
+  int local = 0;
+  for (const auto& info : bootstrap_->ranks()) local += std::strcmp(info.hostname, bootstrap_->ranks()[rank].hostname) == 0;
+  oversubscribed_ = local > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   transport::ConnectContext ctx;
   ctx.bootstrap = bootstrap_.get();

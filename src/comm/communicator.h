@@ -46,6 +46,9 @@ class Communicator {
   boot::Bootstrap& bootstrap() { return *bootstrap_; }
   /// The channel to peer (never null for peer != rank).
   transport::Channel& channel(int peer);
+  /// True when this host runs more ranks of this communicator than it has CPUs (waits then yield instead of
+  /// sleeping or spinning).
+  bool oversubscribed() const { return oversubscribed_; }
   /// The transport name used for peer ("shm", "tcp", "self").
   const std::string& transportName(int peer) const;
   /// Scratch memory of at least bytes (grown on demand, kept).
@@ -79,6 +82,7 @@ class Communicator {
   std::map<int, std::unique_ptr<transport::Channel>> channels_;
   std::vector<std::string> transportOfPeer_;
   std::vector<char> scratch_;
+  bool oversubscribed_ = false;
   std::map<std::tuple<int, size_t, int, bool, size_t, size_t>, Planned> plans_;
   ByteCounters counters_;
 };

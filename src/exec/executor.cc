@@ -146,6 +146,27 @@ bool advance(Cursor& c) {
   return moved;
 }
 
+// The waiting policy after `idle` fruitless polls; true means "sleep on a channel now".
+// With a core per rank: spin (the peer is microseconds away), then yield a little, then sleep.
+// With more ranks than cores on this host: the peer we wait for may need our core, so yield at once and keep
+// yielding (like MPI's yield-when-idle); sleep only after a long wait, to not burn a core on a slow peer.
+bool sleepNow(unsigned idle, bool oversubscribed) {
+  if (oversubscribed) {
+    if (idle < 8) return false;
+    if (idle < 20000) {
+      sched_yield();
+      return false;
+    }
+    return true;
+  }
+  if (idle < 256) return false;
+  if (idle < 320) {
+    sched_yield();
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void run(std::vector<Task>& tasks) {
@@ -168,6 +189,8 @@ void run(std::vector<Task>& tasks) {
   static const auto timeout = std::chrono::seconds(params::getInt("TIMEOUT"));
   auto lastProgress = Clock::now();
   unsigned idle = 0;
+  bool oversubscribed = false;
+  for (const Cursor& c : cursors) oversubscribed |= c.comm->oversubscribed();
   while (true) {
     bool allDone = true, moved = false;
     for (Cursor& c : cursors) {
@@ -183,16 +206,12 @@ void run(std::vector<Task>& tasks) {
       continue;
     }
     ++idle;
-    if (idle < 256) continue;  // spin: the peer is usually microseconds away
-    if (idle < 320) {
-      sched_yield();
-      continue;
-    }
+    if (!sleepNow(idle, oversubscribed)) continue;
     // Sleep on one channel that still waits; short, so that the other channels are polled again soon.
     for (Cursor& c : cursors) {
       if (c.done()) continue;
       for (auto* ch : c.active)
-        if (ch->pending()) { ch->waitForActivity(idle < 2000 ? 50 : 500); goto slept; }
+        if (ch->pending()) { ch->waitForActivity(idle < 2000 ? 50 : 200); goto slept; }
     }
   slept:
     if ((idle & 63) == 0 && Clock::now() - lastProgress > timeout) {

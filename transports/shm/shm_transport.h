@@ -20,7 +20,7 @@ constexpr uint32_t kDefaultSlotBytes = 512 * 1024;
 /// Default slots per direction.
 constexpr uint32_t kDefaultSlots = 8;
 /// Default smallest message sent by single copy.
-constexpr size_t kDefaultSingleCopyMin = 1 << 20;
+constexpr size_t kDefaultSingleCopyMin = 0;  // off: the slot path measured faster and steadier at 2-32 MiB
 
 /// The shm transport.
 class ShmTransport final : public Transport {
