@@ -119,8 +119,8 @@ std::string localSwitchId(const std::string& hostId) {
     auto dot = addr.rfind('.');
     if (dot != std::string::npos) return addr.substr(0, dot);
   }
-  if (const char* probe = std::getenv("HOCCL_TOPO_PROBE"); probe && std::string(probe) == "1")
-    HOCCL_INFO(kTopo, "HOCCL_TOPO_PROBE=1: the bandwidth probe is not implemented yet; assuming one flat switch");
+  // Unknown here. With HOCCL_TOPO_PROBE=1 the communicator measures the switches once every rank is connected
+  // (src/comm/topo_probe.h); otherwise one flat switch.
   return "";
 }
 

@@ -43,7 +43,8 @@ Topology fromCounts(const std::vector<std::vector<int>>& hostsRanks);
 /// This host's id: HOCCL_HOSTID if set, else hostname + boot id.
 std::string localHostId();
 /// This rank's switch id: from HOCCL_TOPO_FILE (looked up by host id, then host name), HOCCL_SWITCH_ID,
-/// SLURM_TOPOLOGY_ADDR, or "" (unknown: one flat switch). HOCCL_TOPO_PROBE=1 is noted but not implemented yet.
+/// SLURM_TOPOLOGY_ADDR, or "" (unknown: one flat switch, unless HOCCL_TOPO_PROBE=1 makes the communicator measure
+/// the switches once connected, see src/comm/topo_probe.h).
 std::string localSwitchId(const std::string& hostId);
 /// A stable 64-bit hash of an id string (FNV-1a).
 uint64_t hashId(const std::string& id);

@@ -56,6 +56,16 @@ Schedule oneShot(const CollArgs& a) {
     case Coll::ReduceScatter:
     case Coll::Reduce: {
       const bool scatter = a.coll == Coll::ReduceScatter;
+      // Two ranks: op(mine, theirs) == op(theirs, mine) bit for bit (IEEE + and * commute), so the incoming data
+      // can be combined on arrival. In place, our own send would read what the combine writes: use the slots.
+      if (n == 2 && (!a.inPlace || (a.coll == Coll::Reduce && r == a.root))) {
+        const int peer = 1 - r;
+        const size_t mine = scatter ? r * c : 0, theirs = scatter ? peer * c : 0;
+        if (a.coll != Coll::Reduce || peer == a.root) st.prims.push_back(send(peer, kInput, theirs, c));
+        if (a.coll != Coll::Reduce || r == a.root) st.prims.push_back(recvReduce(peer, kInput, mine, kOutput, 0, c));
+        s.steps.push_back(std::move(st));
+        break;
+      }
       const bool receives = a.coll != Coll::Reduce || r == a.root;
       // What this rank contributes to rank p (the block p for reduce-scatter, everything otherwise).
       auto block = [&](int p) { return scatter ? static_cast<size_t>(p) * c : 0; };

@@ -13,8 +13,8 @@
  * All-reduce = the same reduce-scatter, accumulating in the output buffer, followed by a ring all-gather of the
  * reduced blocks: 2(N-1) steps, 2(N-1)/N of the buffer over every edge.
  *
- * All-gather (N-1 steps): the own block is copied to its slot, then at step s position p forwards block
- * ord[p-s] and receives block ord[p-s-1].
+ * All-gather (N-1 steps): at step s position p forwards block ord[p-s] and receives block ord[p-s-1]; the own
+ * block goes out straight from the input in step 0 while it is also copied to its slot in the output.
  *
  * Broadcast and reduce are chains along the ring starting at (broadcast) or ending at (reduce) the root, cut into
  * chunks so that every link works at once: at step t the rank at chain distance d handles chunk t-d.
@@ -79,16 +79,23 @@ void reduceScatterSteps(Schedule& s, const Ring& ring, const Blocks& blocks, boo
   }
 }
 
-void allGatherSteps(Schedule& s, const Ring& ring, const Blocks& blocks, int firstOwnedShift) {
+// Ring all-gather steps over the output. `first` (optional) is merged into step 0 and `ownFromInput` makes step 0
+// send the own block straight from the input: together they let all-gather copy its input into place while the
+// first transfer runs, instead of before it.
+void allGatherSteps(Schedule& s, const Ring& ring, const Blocks& blocks, bool ownFromInput = false,
+                    std::vector<Prim> first = {}) {
   const int n = ring.n;
   for (int step = 0; step < n - 1; ++step) {
-    int sendBlock = ring.rankAt(ring.pos + firstOwnedShift - step);
-    int recvBlock = ring.rankAt(ring.pos + firstOwnedShift - step - 1);
+    int sendBlock = ring.rankAt(ring.pos - step);
+    int recvBlock = ring.rankAt(ring.pos - step - 1);
     Step st;
-    st.prims.push_back(send(ring.next, kOutput, blocks.start(sendBlock), blocks.size(sendBlock)));
+    if (step == 0) st.prims = std::move(first);
+    if (step == 0 && ownFromInput) st.prims.push_back(send(ring.next, kInput, 0, blocks.size(sendBlock)));
+    else st.prims.push_back(send(ring.next, kOutput, blocks.start(sendBlock), blocks.size(sendBlock)));
     st.prims.push_back(recv(ring.prev, kOutput, blocks.start(recvBlock), blocks.size(recvBlock)));
     s.steps.push_back(std::move(st));
   }
+  if (n == 1 && !first.empty()) s.steps.push_back(Step{std::move(first)});
 }
 
 Schedule allReduce(const CollArgs& a, const Ring& ring) {
@@ -100,7 +107,7 @@ Schedule allReduce(const CollArgs& a, const Ring& ring) {
   Blocks blocks{a.count, ring.n};
   reduceScatterSteps(s, ring, blocks, /*accumulateInOutput=*/true, 0);
   // After reduce-scatter, position p owns block ord[p]: the all-gather starts by sending it.
-  allGatherSteps(s, ring, blocks, 0);
+  allGatherSteps(s, ring, blocks);
   return s;
 }
 
@@ -120,8 +127,7 @@ Schedule reduceScatter(const CollArgs& a, const Ring& ring) {
 Schedule allGather(const CollArgs& a, const Ring& ring) {
   Schedule s;
   Blocks blocks{a.count * static_cast<size_t>(ring.n), ring.n};
-  s.steps.push_back(Step{{copy(kInput, 0, kOutput, blocks.start(a.rank), a.count)}});
-  allGatherSteps(s, ring, blocks, 0);
+  allGatherSteps(s, ring, blocks, /*ownFromInput=*/true, {copy(kInput, 0, kOutput, blocks.start(a.rank), a.count)});
   return s;
 }
 

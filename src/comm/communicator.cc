@@ -7,6 +7,7 @@
 #include <cstring>
 #include <thread>
 
+#include "comm/topo_probe.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "transports/registry.h"
@@ -66,6 +67,8 @@ Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::
     auto channels = transports_[t]->connect(ctx, peersOf[t]);
     for (auto& [peer, ch] : channels) channels_[peer] = std::move(ch);
   }
+  // Switches by measurement (HOCCL_TOPO_PROBE=1) when no rank knows its switch; the same decision on every rank.
+  if (topoProbeWanted(topology_, bootstrap_->ranks())) topology_ = probeTopology(*this);
   HOCCL_INFO(kInit, "{}: ready ({} hosts, {} switches)", describe(), topology_.nhosts, topology_.nswitches);
 }
 
