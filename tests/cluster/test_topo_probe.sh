@@ -4,6 +4,7 @@
 # probe finds must be the ones built. Host NICs are shaped at 1gbit so that the measurements do not depend on how
 # busy the CPU is; the spine is shaped slower.
 #   2x2x1, spine 200mbit      -> 2 switches, hosts s0h* under one, s1h* under the other
+#   2x2x2, spine 200mbit      -> the same, with a second rank per host that only waits for the leaders
 #   1x3x1                      -> 1 switch (equal links must not be split)
 #   2x2x1 with switch ids set  -> the probe is skipped, the ids win (sw0, sw1)
 # Usage: test_topo_probe.sh CLUSTER_RUN HOCCL_TOPO. Exit 77 (skip) when the cluster cannot be built.
@@ -47,6 +48,8 @@ PY
 }
 check "2x2x1 spine 200mbit, probe" 2 2 1 1 '{"probe0": ["s0h0", "s0h1"], "probe1": ["s1h0", "s1h1"]}' \
   --rate 200mbit "${NOSWITCH[@]}"
+check "2x2x2 spine 200mbit, probe (leaders measure, the others wait)" 2 2 2 1 \
+  '{"probe0": ["s0h0", "s0h1"], "probe1": ["s1h0", "s1h1"]}' --rate 200mbit "${NOSWITCH[@]}"
 check "1x3x1, probe (one switch)" 1 3 1 1 '{"probe0": ["s0h0", "s0h1", "s0h2"]}' "${NOSWITCH[@]}"
 check "2x2x1 with HOCCL_SWITCH_ID set: no probe" 2 2 1 0 '{"sw0": ["s0h0", "s0h1"], "sw1": ["s1h0", "s1h1"]}' \
   --rate 200mbit

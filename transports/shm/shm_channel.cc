@@ -111,6 +111,7 @@ std::unique_ptr<Segment> Segment::create(const std::string& name, uint32_t slotB
   h->probeAddress = reinterpret_cast<uint64_t>(&gProbeWord);
   h->singleCopy.store(0, std::memory_order_relaxed);
   h->head.store(0, std::memory_order_relaxed);
+  for (auto& info : h->info) info.seq.store(0, std::memory_order_relaxed);
   h->tail.store(0, std::memory_order_relaxed);
   h->bell.store(0, std::memory_order_relaxed);
   h->sleeping.store(0, std::memory_order_relaxed);
@@ -231,21 +232,25 @@ bool ShmChannel::progressSends() {
     if (singleCopyMin_ && s.done == 0 && s.bytes >= singleCopyMin_) {
       SingleCopyDescriptor d{reinterpret_cast<uint64_t>(s.data), s.bytes};
       std::memcpy(out_->slot(outHead_), &d, sizeof(d));
-      outHdr_->info[outHead_ % slots] = SlotInfo{0, 1, kSlotDescriptor};
+      SlotInfo& info = outHdr_->info[outHead_ % slots];
+      info.bytes = 0;
+      info.last = 1;
+      info.kind = kSlotDescriptor;
       s.descriptorPosted = true;
       s.descriptorSlot = outHead_;
-      outHdr_->head.store(++outHead_, std::memory_order_release);
+      publish(info);
       moved = true;
       continue;
     }
     size_t n = std::min<size_t>(slotBytes, s.bytes - s.done);
-    std::memcpy(out_->slot(outHead_), s.data + s.done, n);
-    s.done += n;
     SlotInfo& info = outHdr_->info[outHead_ % slots];
+    const bool inlined = s.done == 0 && n <= kInlineBytes;
+    std::memcpy(inlined ? info.inlineData : out_->slot(outHead_), s.data + s.done, n);
+    s.done += n;
     info.bytes = static_cast<uint32_t>(n);
     info.last = s.done == s.bytes ? 1 : 0;
-    info.kind = kSlotData;
-    outHdr_->head.store(++outHead_, std::memory_order_release);
+    info.kind = inlined ? kSlotInline : kSlotData;
+    publish(info);
     moved = true;
     if (s.done == s.bytes) sends_.pop_front();
   }
@@ -256,10 +261,9 @@ bool ShmChannel::progressRecvs() {
   bool moved = false;
   const uint32_t slots = inHdr_->slots;
   while (!recvs_.empty()) {
-    uint64_t head = inHdr_->head.load(std::memory_order_acquire);
-    if (inTail_ == head) break;  // nothing published
+    const SlotInfo& info = inHdr_->info[inTail_ % slots];
+    if (info.seq.load(std::memory_order_acquire) != inTail_ + 1) break;  // nothing published
     PendingRecv& r = recvs_.front();
-    const SlotInfo info = inHdr_->info[inTail_ % slots];
     if (info.kind == kSlotDescriptor) {
       SingleCopyDescriptor d;
       std::memcpy(&d, in_->slot(inTail_), sizeof(d));
@@ -280,7 +284,7 @@ bool ShmChannel::progressRecvs() {
                                      "slot of {} bytes (end of message: {}); the two ranks posted different sizes, "
                                      "which means their collective calls differ (count, type or order)",
                                      describePeer(peer_), r.bytes, r.done, info.bytes, info.last != 0));
-    const char* src = in_->slot(inTail_);
+    const char* src = info.kind == kSlotInline ? info.inlineData : in_->slot(inTail_);
     if (r.target.direct)
       std::memcpy(static_cast<char*>(r.target.direct) + r.done, src, info.bytes);
     else
@@ -332,6 +336,11 @@ void ShmChannel::readSingleCopy(PendingRecv& r, const SingleCopyDescriptor& d) {
   r.done += n;
 }
 
+void ShmChannel::publish(SlotInfo& info) {
+  info.seq.store(outHead_ + 1, std::memory_order_release);
+  outHdr_->head.store(++outHead_, std::memory_order_release);
+}
+
 void ShmChannel::ringPeer() {
   // Pairs with the fence in waitForActivity(): either the peer sees our counter, or we see its flag.
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -354,7 +363,8 @@ bool ShmChannel::progress() {
 }
 
 bool ShmChannel::ready() const {
-  if (!recvs_.empty() && inHdr_->head.load(std::memory_order_acquire) != inTail_) return true;
+  if (!recvs_.empty() && inHdr_->info[inTail_ % inHdr_->slots].seq.load(std::memory_order_acquire) == inTail_ + 1)
+    return true;
   if (!sends_.empty()) {
     uint64_t tail = outHdr_->tail.load(std::memory_order_acquire);
     const PendingSend& s = sends_.front();

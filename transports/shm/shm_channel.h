@@ -4,12 +4,13 @@
 ///
 /// Segment layout (one per ordered pair sender -> receiver, created by the sender):
 ///
-///   page 0   geometry (magic, slot size, slot count, ranks)            written once, before sharing
+///   pages 0-1 geometry (magic, slot size, slot count, ranks)           written once, before sharing
 ///            head      slots published by the sender    (own cache line, release/acquire)
 ///            tail      slots released by the receiver   (own cache line, release/acquire)
 ///            bell      futex word the receiver sleeps on, plus its `sleeping` flag (own cache line)
-///            info[i]   bytes in slot i, and whether it ends a message
-///   page 1.. slot 0, slot 1, ... slot (slots-1)
+///            info[i]   one cache line per slot: its sequence number (the publication), bytes, end-of-message
+///                      flag, and up to kInlineBytes of payload for small messages
+///   page 2.. slot 0, slot 1, ... slot (slots-1)
 ///
 /// A message occupies ceil(bytes / slotBytes) consecutive slots (never shares a slot with another message), so a
 /// receiver hands each slot to its sink as one piece, straight out of shared memory: piece lengths are the slot
@@ -44,16 +45,27 @@ namespace hoccl::transport::shm {
 /// Most slots one segment may have.
 constexpr uint32_t kMaxSlots = 64;
 
-/// Per-slot metadata, written by the sender before it publishes the slot.
-struct SlotInfo {
-  uint32_t bytes;  ///< payload bytes in the slot
-  uint32_t last;   ///< 1 if this slot ends its message
-  uint32_t kind;   ///< kSlotData, or kSlotDescriptor (the slot holds a SingleCopyDescriptor)
+/// Bytes of payload carried inside the SlotInfo itself (small messages: one cache line crosses cores, not three).
+constexpr uint32_t kInlineBytes = 40;
+
+/// Per-slot metadata, one cache line, written by the sender before it publishes the slot by storing `seq`
+/// (release). The receiver polls the `seq` of the next slot it expects (acquire) instead of the ring's head, so a
+/// small message costs the receiver a single cache-line transfer.
+struct alignas(64) SlotInfo {
+  std::atomic<uint64_t> seq;  ///< n+1 once the n-th slot (counting from 0) is published here
+  uint32_t bytes;             ///< payload bytes in the slot
+  uint32_t last;              ///< 1 if this slot ends its message
+  uint32_t kind;              ///< kSlotData, kSlotInline or kSlotDescriptor
+  uint32_t reserved;          ///< keeps inlineData 8-byte aligned (sinks read it as typed elements)
+  alignas(8) char inlineData[kInlineBytes];  ///< the payload when kind == kSlotInline
 };
+static_assert(sizeof(SlotInfo) == 64, "one slot descriptor per cache line");
 /// Slot holds payload bytes.
 constexpr uint32_t kSlotData = 0;
 /// Slot holds a SingleCopyDescriptor.
 constexpr uint32_t kSlotDescriptor = 1;
+/// The payload (at most kInlineBytes) is in SlotInfo::inlineData; the slot itself is unused.
+constexpr uint32_t kSlotInline = 2;
 
 /// Where a single-copy message lies in the sender's address space.
 struct SingleCopyDescriptor {
@@ -75,7 +87,7 @@ struct SegmentHeader {
   alignas(64) std::atomic<uint64_t> tail;      ///< slots released by the receiver
   alignas(64) std::atomic<uint32_t> bell;      ///< futex word the receiver of this segment sleeps on
   std::atomic<uint32_t> sleeping;              ///< non-zero while the receiver is (about to be) asleep on bell
-  alignas(64) SlotInfo info[kMaxSlots];        ///< metadata of each slot
+  SlotInfo info[kMaxSlots];                    ///< metadata of each slot (one cache line each)
 };
 
 /// A mapped shared-memory segment (RAII: unmapped on destruction, and unlinked if this side still owns the name).
@@ -111,8 +123,8 @@ class Segment {
 };
 
 /// Bytes of the header region (the data starts this far into the segment).
-constexpr size_t kHeaderRegion = 4096;
-static_assert(sizeof(SegmentHeader) <= kHeaderRegion, "segment header must fit in one page");
+constexpr size_t kHeaderRegion = 8192;
+static_assert(sizeof(SegmentHeader) <= kHeaderRegion, "segment header must fit in two pages");
 
 /// A channel to one peer on the same host over two segments (out: this rank -> peer, in: peer -> this rank).
 class ShmChannel final : public Channel {
@@ -157,6 +169,7 @@ class ShmChannel final : public Channel {
   bool progressRecvs();
   void readSingleCopy(PendingRecv& r, const SingleCopyDescriptor& d);
   bool ready() const;
+  void publish(SlotInfo& info);
   void ringPeer();
   void checkPeer(bool force);
   [[noreturn]] void peerGone(const std::string& why) const;
