@@ -1,7 +1,6 @@
 // Planning: ops -> executor tasks (see plan.h).
 #include "comm/plan.h"
 
-#include <map>
 #include <optional>
 
 #include "algo/registry.h"
@@ -53,7 +52,8 @@ Planned planCollective(const Op& op) {
   Planned p;
   p.task.comm = &comm;
   p.task.schedule = choice.schedule;
-  p.task.what = [op, name = choice.algorithm->name] { return describeOp(op) + " [" + name + "]"; };
+  // Two pointers: fits std::function's inline storage (no allocation per call). The op outlives the run.
+  p.task.what = [opp = &op, name = choice.algorithm->name] { return describeOp(*opp) + " [" + name + "]"; };
   p.task.binding.elemSize = elem;
   p.task.binding.dtype = op.dtype;
   p.task.binding.op = binOpOf(op.op);
@@ -176,28 +176,34 @@ std::string describeOp(const Op& op) {
 
 std::vector<exec::Task> planTasks(const std::vector<Op>& ops) {
   // Per communicator, in order of first appearance: p2p first (one task), then collectives in call order.
+  // (Plain vectors, no maps: a single call is the common case and must stay cheap.)
   std::vector<Communicator*> comms;
-  std::map<Communicator*, std::vector<const Op*>> p2p;
-  std::map<Communicator*, std::vector<Planned>> colls;
-  for (const Op& op : ops) {
+  for (const Op& op : ops)
     if (std::find(comms.begin(), comms.end(), op.comm) == comms.end()) comms.push_back(op.comm);
-    if (op.kind == Op::Kind::Collective) colls[op.comm].push_back(planCollective(op));
-    else p2p[op.comm].push_back(&op);
-  }
   std::vector<exec::Task> tasks;
+  tasks.reserve(ops.size() + comms.size());
+  std::vector<const Op*> p2p;
+  std::vector<Planned> colls;
   for (Communicator* comm : comms) {
+    p2p.clear();
+    colls.clear();
+    for (const Op& op : ops) {
+      if (op.comm != comm) continue;
+      if (op.kind == Op::Kind::Collective) colls.push_back(planCollective(op));
+      else p2p.push_back(&op);
+    }
     std::optional<PlannedP2P> p2pTask;
-    if (!p2p[comm].empty()) p2pTask = planP2P(*comm, p2p[comm]);
+    if (!p2p.empty()) p2pTask = planP2P(*comm, p2p);
     // Tasks of one communicator run one after another, so they all share its scratch from offset 0.
     size_t need = p2pTask ? p2pTask->stagingBytes : 0;
-    for (const Planned& p : colls[comm])
+    for (const Planned& p : colls)
       need = std::max(need, p.prescaleBytes + p.task.schedule->scratchCount * p.task.binding.elemSize);
     char* scratch = static_cast<char*>(comm->scratch(need));
     if (p2pTask) {
       for (auto [index, offset] : p2pTask->staged) p2pTask->task.binding.buffers[index] = scratch + offset;
       tasks.push_back(std::move(p2pTask->task));
     }
-    for (Planned& p : colls[comm]) {
+    for (Planned& p : colls) {
       p.task.binding.buffers[sched::kScratch] = scratch + p.prescaleBytes;
       if (p.prescaleBytes) p.task.binding.buffers[sched::kInput] = scratch;
       tasks.push_back(std::move(p.task));

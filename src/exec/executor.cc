@@ -32,6 +32,14 @@ struct Cursor {
   bool started = false;  // the current task's `before` hook has run
   std::vector<transport::Channel*> active;  // channels touched by the current step
   bool done() const { return task >= tasks.size(); }
+  // Starts over for communicator `c`, keeping the vectors' capacity.
+  void reset(Communicator* c) {
+    comm = c;
+    tasks.clear();
+    active.clear();
+    task = step = 0;
+    posted = started = false;
+  }
 };
 
 char* at(const Binding& b, uint16_t buf, size_t off) { return b.buffers.at(buf) + off * b.elemSize; }
@@ -67,12 +75,12 @@ void postStep(Cursor& c) {
       }
       case sched::PrimKind::RecvReduce: {
         auto& ch = comm.channel(p.peer);
-        char* dst = at(b, p.dst, p.dstOff);
-        const char* src = at(b, p.src, p.srcOff);
         transport::RecvTarget target;
         target.granule = b.elemSize;
-        target.sink = [dst, src, &b](const void* data, size_t offset, size_t len) {
-          kernels::reduce(dst + offset, src + offset, data, len / b.elemSize, b.dtype, b.op);
+        // Two pointers (the prim lives in the task's schedule): fits std::function's inline storage.
+        target.sink = [pp = &p, bp = &b](const void* data, size_t offset, size_t len) {
+          kernels::reduce(at(*bp, pp->dst, pp->dstOff) + offset, at(*bp, pp->src, pp->srcOff) + offset, data,
+                          len / bp->elemSize, bp->dtype, bp->op);
         };
         ch.postRecv(bytes, std::move(target));
         comm.counters().received[comm.topology().linkClass(comm.rank(), p.peer)] += bytes;
@@ -170,16 +178,20 @@ bool sleepNow(unsigned idle, bool oversubscribed) {
 }  // namespace
 
 void run(std::vector<Task>& tasks) {
-  std::vector<Cursor> cursors;
+  // Cursors are kept per thread and reused, so that a small call allocates nothing here.
+  thread_local std::vector<Cursor> pool;
+  std::vector<Cursor>& cursors = pool;
+  size_t used = 0;
   for (Task& t : tasks) {
-    auto it = std::find_if(cursors.begin(), cursors.end(), [&](const Cursor& c) { return c.comm == t.comm; });
-    if (it == cursors.end()) {
-      cursors.push_back(Cursor{});
-      cursors.back().comm = t.comm;
-      it = cursors.end() - 1;
+    size_t i = 0;
+    while (i < used && cursors[i].comm != t.comm) ++i;
+    if (i == used) {
+      if (used == cursors.size()) cursors.emplace_back();
+      cursors[used++].reset(t.comm);
     }
-    it->tasks.push_back(&t);
+    cursors[i].tasks.push_back(&t);
   }
+  cursors.resize(used);
   // Lets hocclCommAbort (another thread) wait until this run has left the communicators.
   struct InFlight {
     std::vector<Cursor>& cs;
@@ -187,7 +199,7 @@ void run(std::vector<Task>& tasks) {
     ~InFlight() { for (auto& x : cs) --x.comm->inFlight; }
   } inFlight(cursors);
   static const auto timeout = std::chrono::seconds(params::getInt("TIMEOUT"));
-  auto lastProgress = Clock::now();
+  Clock::time_point lastProgress{};  // read the clock only once waiting starts: most small calls never wait
   unsigned idle = 0;
   bool oversubscribed = false;
   for (const Cursor& c : cursors) oversubscribed |= c.comm->oversubscribed();
@@ -202,10 +214,10 @@ void run(std::vector<Task>& tasks) {
     if (allDone) return;
     if (moved) {
       idle = 0;
-      lastProgress = Clock::now();
+      lastProgress = {};
       continue;
     }
-    ++idle;
+    if (idle++ == 0 && lastProgress == Clock::time_point{}) lastProgress = Clock::now();
     if (!sleepNow(idle, oversubscribed)) continue;
     // Sleep on one channel that still waits; short, so that the other channels are polled again soon.
     for (Cursor& c : cursors) {
