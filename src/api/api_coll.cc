@@ -69,6 +69,7 @@ hocclResult_t collective(const char* fn, Coll coll, const void* sendbuff, void* 
     checkCount(count, k.blocks, dt);
     if (count > 0 && k.needSend && !sendbuff) throwInvalidArgument(fmt::format("sendbuff is NULL with count {}", count));
     if (count > 0 && k.needRecv && !recvbuff) throwInvalidArgument(fmt::format("recvbuff is NULL with count {}", count));
+    if (count == 0) return hocclSuccess;  // as NCCL: a valid empty collective moves nothing and costs nothing
     Op o;
     o.kind = Op::Kind::Collective;
     o.comm = &c;
