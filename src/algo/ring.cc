@@ -50,8 +50,7 @@ struct Blocks {
 
 // Ring reduce-scatter steps. `finalDst`/`finalOff(b)` say where the fully reduced block goes; partials go to
 // `partial` (kScratch with double buffering, or kOutput for all-reduce).
-void reduceScatterSteps(Schedule& s, const Ring& ring, const Blocks& blocks, bool accumulateInOutput,
-                        size_t blockStride) {
+void reduceScatterSteps(Schedule& s, const Ring& ring, const Blocks& blocks, bool accumulateInOutput) {
   const int n = ring.n;
   for (int step = 0; step < n - 1; ++step) {
     int sendBlock = ring.rankAt(ring.pos - 1 - step);
@@ -60,7 +59,7 @@ void reduceScatterSteps(Schedule& s, const Ring& ring, const Blocks& blocks, boo
     Step st;
     // What to send: step 0 sends our raw input; later steps forward the partial made in the previous step.
     if (step == 0) {
-      st.prims.push_back(send(ring.next, kInput, blocks.start(sendBlock) + 0 * blockStride, blocks.size(sendBlock)));
+      st.prims.push_back(send(ring.next, kInput, blocks.start(sendBlock), blocks.size(sendBlock)));
     } else if (accumulateInOutput) {
       st.prims.push_back(send(ring.next, kOutput, blocks.start(sendBlock), blocks.size(sendBlock)));
     } else {
@@ -105,7 +104,7 @@ Schedule allReduce(const CollArgs& a, const Ring& ring) {
     return s;
   }
   Blocks blocks{a.count, ring.n};
-  reduceScatterSteps(s, ring, blocks, /*accumulateInOutput=*/true, 0);
+  reduceScatterSteps(s, ring, blocks, /*accumulateInOutput=*/true);
   // After reduce-scatter, position p owns block ord[p]: the all-gather starts by sending it.
   allGatherSteps(s, ring, blocks);
   return s;
@@ -120,7 +119,7 @@ Schedule reduceScatter(const CollArgs& a, const Ring& ring) {
   // Blocks of the input are the ranks' recvcount-sized slices.
   Blocks blocks{a.count * static_cast<size_t>(ring.n), ring.n};
   s.scratchCount = ring.n > 2 ? 2 * blocks.largest() : 0;
-  reduceScatterSteps(s, ring, blocks, /*accumulateInOutput=*/false, 0);
+  reduceScatterSteps(s, ring, blocks, /*accumulateInOutput=*/false);
   return s;
 }
 
