@@ -172,6 +172,7 @@ class ShmChannel final : public Channel {
   void publish(SlotInfo& info);
   void ringPeer();
   void checkPeer(bool force);
+  void checkPeerWhilePolling();
   [[noreturn]] void peerGone(const std::string& why) const;
 
   boot::RankInfo self_;
@@ -189,6 +190,7 @@ class ShmChannel final : public Channel {
   bool samePid_ = false;         ///< the peer is a thread of this process: plain memcpy from its buffer
   std::vector<char> staging_;    ///< single copy into a sink goes through here
   std::chrono::steady_clock::time_point nextCheck_;
+  uint32_t idlePolls_ = 0;       ///< idle progress calls; the peer's liveness is checked every 256th
 };
 
 /// True if process `pid` is alive (exists and is not a zombie).
