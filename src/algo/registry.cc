@@ -5,15 +5,12 @@
 #include <cctype>
 
 #include "algo/direct.h"
+#include "algo/ho_ring.h"
 #include "algo/ring.h"
 #include "algo/tuner.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/params.h"
-#if __has_include("algo/ho_ring.h")
-#include "algo/ho_ring.h"
-#define HOCCL_HAVE_HO_RING 1
-#endif
 
 namespace hoccl::algo {
 namespace {
@@ -27,9 +24,7 @@ bool ringSupports(Coll c) {
 bool directSupports(Coll) { return true; }
 bool always(const sched::CollArgs&, const topo::Topology&) { return true; }
 
-#ifdef HOCCL_HAVE_HO_RING
 bool hoRingSupports(Coll c) { return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::AllGather; }
-#endif
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -41,9 +36,7 @@ std::string lower(std::string s) {
 const std::vector<Algorithm>& all() {
   static const std::vector<Algorithm> table = {
       {"ring", ringSupports, always, ringSchedule},
-#ifdef HOCCL_HAVE_HO_RING
       {"ho_ring", hoRingSupports, hoRingApplicable, hoRingSchedule},
-#endif
       {"direct", directSupports, always, directSchedule},
   };
   return table;
