@@ -44,6 +44,13 @@ HostHardware discoverHost() {
       hw.error = "hwloc_topology_load failed";
     } else {
       hw.numaNodes = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_NUMANODE);
+      hwloc_bitmap_t cpus = hwloc_bitmap_alloc(), nodes = hwloc_bitmap_alloc();
+      if (cpus && nodes && hwloc_get_last_cpu_location(raw, cpus, HWLOC_CPUBIND_THREAD) == 0) {
+        hwloc_cpuset_to_nodeset(raw, cpus, nodes);
+        hw.currentNuma = hwloc_bitmap_first(nodes);
+      }
+      hwloc_bitmap_free(cpus);
+      hwloc_bitmap_free(nodes);
       hw.cores = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_CORE);
       hw.pus = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_PU);
       for (hwloc_obj_t os = hwloc_get_next_osdev(raw, nullptr); os; os = hwloc_get_next_osdev(raw, os)) {
@@ -68,6 +75,11 @@ HostHardware discoverHost() {
   if (hw.numaNodes <= 0) hw.numaNodes = 1;
   if (hw.pus <= 0) hw.pus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   if (hw.cores <= 0) hw.cores = hw.pus;
+  return hw;
+}
+
+const HostHardware& thisHost() {
+  static const HostHardware& hw = *new HostHardware(discoverHost());  // never destroyed: read by detached threads
   return hw;
 }
 

@@ -22,6 +22,7 @@ struct HostHardware {
   int cores = 0;                    ///< physical cores
   int pus = 0;                      ///< hardware threads
   std::vector<PciDevice> devices;   ///< GPUs and NICs found (others omitted)
+  int currentNuma = -1;             ///< NUMA node of the CPU the discovering thread last ran on (-1 = unknown)
   std::string error;                ///< non-empty when hwloc could not be used (then only counts from sysconf)
   /// The NIC nearest to NUMA node `numa` (same node first, then any), or "" when there is none.
   std::string nearestNic(int numa) const;
@@ -29,5 +30,8 @@ struct HostHardware {
 
 /// Discovers this host with hwloc (I/O devices included). Never throws: on failure, error says why.
 HostHardware discoverHost();
+/// This process's host, discovered once (the first call pays hwloc's topology load; later calls are free).
+/// currentNuma is that of the first caller's thread.
+const HostHardware& thisHost();
 
 }  // namespace hoccl::topo

@@ -53,6 +53,7 @@ Topology build(const std::vector<boot::RankInfo>& ranks) {
     t.hostOf.push_back(h);
     t.switchOf.push_back(switchOfHost[h]);
     t.localIndex.push_back(perHost[h]++);
+    t.numaOf.push_back(r.numaNode);
   }
   t.nhosts = static_cast<int>(hosts.size());
   t.nswitches = static_cast<int>(t.switchNames.size());
@@ -186,8 +187,15 @@ int Hierarchy::neighbour(int rank, int level, int value) const {
 std::vector<int> flatRingOrder(const Topology& t) {
   Groups g = groups(t);
   std::vector<int> order;
-  for (const auto& hosts : g.hostsOfSwitch)
-    for (int host : hosts) order.insert(order.end(), g.ranksOfHost[host].begin(), g.ranksOfHost[host].end());
+  auto numa = [&t](int r) { return t.numaOf.empty() ? 0 : t.numaOf[r]; };
+  for (const auto& hosts : g.hostsOfSwitch) {
+    for (int host : hosts) {
+      // Inside a host, ranks of one NUMA node sit next to each other: the ring crosses the socket link least.
+      std::vector<int> ranks = g.ranksOfHost[host];
+      std::stable_sort(ranks.begin(), ranks.end(), [&](int a, int b) { return numa(a) < numa(b); });
+      order.insert(order.end(), ranks.begin(), ranks.end());
+    }
+  }
   return order;
 }
 

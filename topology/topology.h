@@ -22,6 +22,7 @@ struct Topology {
   std::vector<int> hostOf;        ///< rank -> host index
   std::vector<int> switchOf;      ///< rank -> switch index
   std::vector<int> localIndex;    ///< rank -> index among the ranks of its host (in rank order)
+  std::vector<int> numaOf;        ///< rank -> NUMA node it runs on (-1 unknown; empty for synthetic shapes)
   std::vector<std::string> hostNames;    ///< host index -> host id as reported (may be empty for synthetic shapes)
   std::vector<std::string> switchNames;  ///< switch index -> switch id ("" = the default flat switch)
   /// The link class between ranks a and b.

@@ -197,16 +197,7 @@ Schedule reduce(const CollArgs& a, const Ring& ring, int rootPos) {
 
 }  // namespace
 
-std::vector<int> ringOrder(const topo::Topology& topo) {
-  std::vector<int> ord(topo.nranks);
-  std::iota(ord.begin(), ord.end(), 0);
-  std::stable_sort(ord.begin(), ord.end(), [&](int a, int b) {
-    if (topo.switchOf[a] != topo.switchOf[b]) return topo.switchOf[a] < topo.switchOf[b];
-    if (topo.hostOf[a] != topo.hostOf[b]) return topo.hostOf[a] < topo.hostOf[b];
-    return topo.localIndex[a] < topo.localIndex[b];
-  });
-  return ord;
-}
+std::vector<int> ringOrder(const topo::Topology& topo) { return topo::flatRingOrder(topo); }
 
 size_t blockStart(size_t count, int n, int b) {
   return static_cast<size_t>((static_cast<unsigned __int128>(count) * b) / n);

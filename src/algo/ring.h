@@ -11,7 +11,7 @@
 
 namespace hoccl::algo {
 
-/// The ring order: ranks sorted by (switch, host, local index).
+/// The ring order: ranks sorted by (switch, host, NUMA node, local index).
 std::vector<int> ringOrder(const topo::Topology& topo);
 
 /// Ring schedule for args.rank (AllReduce, ReduceScatter, AllGather, Broadcast, Reduce).

@@ -23,6 +23,7 @@ struct RankInfo {
   char hostname[64] = {};    ///< for messages
   char hostId[64] = {};      ///< the host id string (hostname+boot id, or HOCCL_HOSTID)
   char switchId[64] = {};    ///< the switch id string ("" = unknown)
+  int32_t numaNode = -1;     ///< NUMA node the rank runs on (hwloc; -1 = unknown): orders the ranks of a host
 };
 
 /// The decoded contents of a hocclUniqueId.

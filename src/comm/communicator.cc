@@ -10,6 +10,7 @@
 #include "comm/topo_probe.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "host_hw.h"
 #include "transports/registry.h"
 
 namespace hoccl {
@@ -24,6 +25,7 @@ boot::RankInfo describeSelf() {
   std::strncpy(self.hostId, hostId.c_str(), sizeof(self.hostId) - 1);
   std::strncpy(self.switchId, switchId.c_str(), sizeof(self.switchId) - 1);
   self.hostHash = topo::hashId(hostId);
+  self.numaNode = topo::thisHost().currentNuma;
   self.switchHash = switchId.empty() ? 0 : topo::hashId(switchId);
   return self;
 }

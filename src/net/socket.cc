@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "host_hw.h"
 
 namespace hoccl::net {
 namespace {
@@ -129,8 +130,11 @@ Address Address::parse(const std::string& hostPort) {
 
 Address localAddress() {
   std::string spec = params::getString("SOCKET_IFNAME");
+  // Without a choice from the user, the NIC nearest (hwloc) to the NUMA node this rank runs on comes first.
+  std::string nearest;
+  if (spec.empty()) nearest = topo::thisHost().nearestNic(topo::thisHost().currentNuma);
   ifaddrs* list = nullptr;
-  Address found, loopback;
+  Address found, loopback, preferred;
   if (getifaddrs(&list) == 0) {
     for (ifaddrs* i = list; i; i = i->ifa_next) {
       if (!i->ifa_addr || !(i->ifa_flags & IFF_UP)) continue;
@@ -141,10 +145,12 @@ Address localAddress() {
       std::memcpy(&a.storage, i->ifa_addr, sizeof(sockaddr_in));
       a.length = sizeof(sockaddr_in);
       if (wanted && found.length == 0) found = a;
+      if (wanted && preferred.length == 0 && !nearest.empty() && nearest == i->ifa_name) preferred = a;
       if (isLoop && loopback.length == 0) loopback = a;
     }
     freeifaddrs(list);
   }
+  if (preferred.length) found = preferred;
   if (found.length == 0 && !spec.empty())
     HOCCL_WARN(kNet, "no interface matches HOCCL_SOCKET_IFNAME='{}'; falling back to the loopback address", spec);
   if (found.length == 0) found = loopback.length ? loopback : Address::parse("127.0.0.1:0");

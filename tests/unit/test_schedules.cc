@@ -143,3 +143,18 @@ TEST_CASE("HOCCL_ALGO names are checked", "[schedules]") {
   REQUIRE(std::string(algo::byName("RING").name) == "ring");
   REQUIRE_THROWS_WITH(algo::byName("tree2"), Catch::Contains("valid names: ring"));
 }
+
+TEST_CASE("the ring keeps a host's ranks of one NUMA node together, and stays correct", "[schedules]") {
+  // Two hosts of four ranks; the processes alternate between NUMA nodes 0 and 1.
+  std::vector<boot::RankInfo> infos(8);
+  for (int r = 0; r < 8; ++r) {
+    std::snprintf(infos[r].hostId, sizeof(infos[r].hostId), "host%d", r / 4);
+    infos[r].rank = r;
+    infos[r].numaNode = r % 2;
+  }
+  auto topo = topo::build(infos);
+  REQUIRE(algo::ringOrder(topo) == std::vector<int>{0, 2, 1, 3, 4, 6, 5, 7});
+  std::mt19937 rng(3);
+  for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather, Coll::Broadcast, Coll::Reduce})
+    for (bool inPlace : {false, true}) check(coll, 8, 1001, 5, inPlace, topo, rng, 100);
+}
