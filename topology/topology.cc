@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/params.h"
 
 namespace hoccl::topo {
 
@@ -91,7 +92,7 @@ Topology fromShape(int switches, int hostsPerSwitch, int ranksPerHost) {
 }
 
 std::string localHostId() {
-  if (const char* env = std::getenv("HOCCL_HOSTID"); env && *env) return env;
+  if (auto id = params::get("HOSTID")) return *id;
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   std::string bootId;
@@ -101,7 +102,9 @@ std::string localHostId() {
 }
 
 std::string localSwitchId(const std::string& hostId) {
-  if (const char* file = std::getenv("HOCCL_TOPO_FILE"); file && *file) {
+  // Through the parameter registry, so that the NCCL shim's NCCL_TOPO_FILE is honoured too.
+  if (auto topoFile = params::get("TOPO_FILE")) {
+    const std::string& file = *topoFile;
     SwitchMap map = readTopologyFile(file);
     std::string s = map.switchOf(hostId);
     if (s.empty()) {
@@ -113,7 +116,7 @@ std::string localSwitchId(const std::string& hostId) {
     HOCCL_WARN(kTopo, "host '{}' is not listed in HOCCL_TOPO_FILE={}; trying HOCCL_SWITCH_ID / SLURM_TOPOLOGY_ADDR",
                hostId, file);
   }
-  if (const char* env = std::getenv("HOCCL_SWITCH_ID"); env && *env) return env;
+  if (auto id = params::get("SWITCH_ID")) return *id;
   if (const char* env = std::getenv("SLURM_TOPOLOGY_ADDR"); env && *env) {
     // "spine.leaf.node": the switch is everything before the last component.
     std::string addr = env;

@@ -47,8 +47,8 @@ const std::vector<Param>& all() {
        "Shared-memory messages of at least this many bytes are read straight from the sender's buffer (process_vm_readv); 0 = never (default: measured slower here, see docs/performance.md)"},
       {"TCP_CONNS", "2", "TCP connections per peer; large messages are striped across them"},
       {"TCP_STRIPE_SIZE", "524288", "Bytes per stripe when a tcp message is split across the connections of a peer"},
-      {"NET", "", "Preferred network transport for different hosts (tcp)"},
-      {"IB_DISABLE", "0", "1 disables the RDMA (ibverbs) transport"},
+      {"NET", "", "Preferred network transport for different hosts; accepted for NCCL compatibility, tcp is the only one yet"},
+      {"IB_DISABLE", "0", "1 disables the RDMA (ibverbs) transport; accepted, no RDMA transport exists yet"},
       // Cost model (topology/cost_model.h): the tuner's alpha-beta parameters per link class.
       {"LINK_BW_SELF", "10000", "Cost model: local copy/reduce rate, MB/s"},
       {"LINK_BW_INTRA_HOST", "8000", "Cost model: bandwidth between ranks of one host, MB/s per flow"},

@@ -2,9 +2,9 @@
  * The executor: for each communicator, walk its tasks' steps in order. Posting a step hands every Send and Recv to
  * the peer's channel and runs local Copy/Reduce prims at once (a step never reads what another prim of the same step
  * writes: the verifier enforces it). A step is complete when no channel it touched has pending operations. Waiting
- * spins briefly, then yields, then sleeps on a channel (waitForActivity), so that oversubscribed ranks (8 ranks on
- * 2 cores) leave the CPU to the peers they wait for. Every wait has a deadline (HOCCL_TIMEOUT) and checks the abort
- * flag.
+ * (sleepNow) spins briefly, then yields, then sleeps on a channel (waitForActivity); on a host with more ranks than
+ * cores (8 ranks on 2 cores) it yields at once and keeps yielding, so the peers it waits for get the CPU. Every wait
+ * has a deadline (HOCCL_TIMEOUT) and checks the abort flag.
  */
 #include "exec/executor.h"
 

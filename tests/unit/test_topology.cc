@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/params.h"
 #include "host_hw.h"
 #include "topology.h"
 
@@ -113,6 +114,15 @@ TEST_CASE("switch id precedence: file, HOCCL_SWITCH_ID, SLURM_TOPOLOGY_ADDR, fla
     CHECK(topo::localHostId() == "emulated-7");
   }
   CHECK(topo::localHostId().find(':') != std::string::npos);
+}
+
+TEST_CASE("the NCCL shim's NCCL_TOPO_FILE reaches the topology", "[topology]") {
+  TempFile json(R"({"switches": {"ncclfile": ["hostN"]}})");
+  Env a("HOCCL_TOPO_FILE", nullptr), b("HOCCL_SWITCH_ID", nullptr), c("SLURM_TOPOLOGY_ADDR", nullptr);
+  Env d("NCCL_TOPO_FILE", json.path.c_str());
+  CHECK(topo::localSwitchId("hostN") == "");  // NCCL_ names count only once the shim enabled them
+  hoccl::params::enableNcclNames();
+  CHECK(topo::localSwitchId("hostN") == "ncclfile");
 }
 
 TEST_CASE("build groups ranks by host and switch", "[topology]") {
