@@ -33,6 +33,13 @@ inline int64_t intParam(const char* name, int64_t fallback, int64_t lo, int64_t 
   return v;
 }
 
+struct ConnectContext;
+
+/// Ends one phase of a collective connect: all-gathers whether this rank failed (`mine`, null on success) over the
+/// bootstrap. The failing rank rethrows its own error; every other rank throws a RemoteError quoting it, so a
+/// failure on any rank stops every rank instead of leaving some waiting. `phase` completes "rank r failed while ...".
+void agreeOnPhase(const ConnectContext& ctx, const std::string& phase, const Error* mine);
+
 /// "rank 3 (host node7, pid 4242)": how error messages name a peer.
 inline std::string describePeer(const boot::RankInfo& info) {
   std::string host(info.hostname, strnlen(info.hostname, sizeof(info.hostname)));

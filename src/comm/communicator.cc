@@ -10,7 +10,9 @@
 #include "comm/topo_probe.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/params.h"
 #include "host_hw.h"
+#include "shm/shm_arena.h"
 #include "transports/registry.h"
 
 namespace hoccl {
@@ -69,6 +71,11 @@ Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::
     auto channels = transports_[t]->connect(ctx, peersOf[t]);
     for (auto& [peer, ch] : channels) channels_[peer] = std::move(ch);
   }
+  // The small-message arena, when every peer is reached through shared memory (the same answer on every rank).
+  const int64_t smallMax = params::getInt("SMALL_MAX_BYTES");
+  const bool allShm = std::all_of(transportOfPeer_.begin(), transportOfPeer_.end(),
+                                  [](const std::string& t) { return t == "shm" || t == "self"; });
+  if (nranks > 1 && smallMax > 0 && allShm) arena_ = transport::shm::Arena::connect(ctx, static_cast<size_t>(smallMax));
   // Switches by measurement (HOCCL_TOPO_PROBE=1) when no rank knows its switch; the same decision on every rank.
   if (topoProbeWanted(topology_, bootstrap_->ranks())) topology_ = probeTopology(*this);
   HOCCL_INFO(kInit, "{}: ready ({} hosts, {} switches)", describe(), topology_.nhosts, topology_.nswitches);

@@ -18,6 +18,9 @@
 #include "transport.h"
 
 namespace hoccl {
+namespace transport::shm {
+class Arena;
+}
 
 /// Byte counters by link class (atomics: read from any thread).
 struct ByteCounters {
@@ -63,6 +66,13 @@ class Communicator {
   };
   /// See Planned.
   Planned plan(const sched::CollArgs& args, size_t elemSize);
+  /// The shared arena of the one-shot small-message path (comm/small_coll.h), or null when some peer is on another
+  /// host, the path is off (HOCCL_SMALL_MAX_BYTES=0) or the communicator has one rank.
+  const transport::shm::Arena* arena() const { return arena_.get(); }
+  /// See arena().
+  transport::shm::Arena* arena() { return arena_.get(); }
+  /// Number of the next small one-shot operation (1, 2, ...): the same on every rank for the same call.
+  uint64_t nextSmallSeq() { return ++smallSeq_; }
   /// Name used in messages: "comm <name> rank r/n".
   std::string describe() const;
   /// Set from any thread by hocclCommAbort; every wait checks it.
@@ -80,6 +90,8 @@ class Communicator {
   topo::Topology topology_;
   std::vector<std::unique_ptr<transport::Transport>> transports_;
   std::map<int, std::unique_ptr<transport::Channel>> channels_;
+  std::unique_ptr<transport::shm::Arena> arena_;
+  uint64_t smallSeq_ = 0;
   std::vector<std::string> transportOfPeer_;
   std::vector<char> scratch_;
   bool oversubscribed_ = false;

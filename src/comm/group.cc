@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "comm/plan.h"
+#include "comm/small_coll.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "algo/registry.h"
@@ -25,9 +26,14 @@ GroupState& state() {
 }
 
 // Runs ops; a transport-level failure leaves the communicators unusable, so it is recorded as their async error.
+// A single small collective skips planning and the executor (comm/small_coll.h).
 void execute(const std::vector<Op>& ops) {
-  std::vector<exec::Task> tasks = planTasks(ops);
   try {
+    if (ops.size() == 1 && small::eligible(ops[0])) {
+      small::run(ops[0]);
+      return;
+    }
+    std::vector<exec::Task> tasks = planTasks(ops);
     exec::run(tasks);
   } catch (const Error& e) {
     if (e.code() == hocclRemoteError || e.code() == hocclSystemError || e.code() == hocclInternalError) {

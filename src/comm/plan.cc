@@ -5,6 +5,7 @@
 
 #include "algo/registry.h"
 #include "comm/redop.h"
+#include "comm/small_coll.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/params.h"
@@ -16,15 +17,6 @@ using sched::Coll;
 
 constexpr size_t kAlign = 64;
 size_t alignUp(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-
-kernels::BinOp binOpOf(hocclRedOp_t op) {
-  switch (op) {
-    case hocclProd: return kernels::BinOp::Prod;
-    case hocclMax: return kernels::BinOp::Max;
-    case hocclMin: return kernels::BinOp::Min;
-    default: return kernels::BinOp::Sum;  // sum, avg (then divide), premulsum (after scaling)
-  }
-}
 
 bool rootOnlyOutput(Coll c) { return c == Coll::Reduce || c == Coll::Gather; }
 
@@ -80,6 +72,19 @@ Planned planCollective(const Op& op) {
     int divisor = comm.nranks();
     p.task.after = [out, n, dt, divisor]() { kernels::divide(out, n, dt, divisor); };
   }
+  return p;
+}
+
+// One collective by the small one-shot path, driven by the executor's polling (inside a group: every rank makes
+// the same choice for the same call whether or not it sits in a group, so the paths always match).
+Planned planSmall(const Op& op) {
+  Planned p;
+  p.task.comm = op.comm;
+  auto exchange = std::make_shared<small::Exchange>(op);
+  p.task.before = [exchange] { exchange->start(); };
+  p.task.poll = [exchange] { return exchange->poll(); };
+  p.task.waitingFor = [exchange] { return exchange->missing(); };
+  p.task.what = [opp = &op] { return describeOp(*opp) + " [small one-shot]"; };
   return p;
 }
 
@@ -189,7 +194,7 @@ std::vector<exec::Task> planTasks(const std::vector<Op>& ops) {
     colls.clear();
     for (const Op& op : ops) {
       if (op.comm != comm) continue;
-      if (op.kind == Op::Kind::Collective) colls.push_back(planCollective(op));
+      if (op.kind == Op::Kind::Collective) colls.push_back(small::eligible(op) ? planSmall(op) : planCollective(op));
       else p2p.push_back(&op);
     }
     std::optional<PlannedP2P> p2pTask;
@@ -197,13 +202,18 @@ std::vector<exec::Task> planTasks(const std::vector<Op>& ops) {
     // Tasks of one communicator run one after another, so they all share its scratch from offset 0.
     size_t need = p2pTask ? p2pTask->stagingBytes : 0;
     for (const Planned& p : colls)
-      need = std::max(need, p.prescaleBytes + p.task.schedule->scratchCount * p.task.binding.elemSize);
+      if (p.task.schedule)
+        need = std::max(need, p.prescaleBytes + p.task.schedule->scratchCount * p.task.binding.elemSize);
     char* scratch = static_cast<char*>(comm->scratch(need));
     if (p2pTask) {
       for (auto [index, offset] : p2pTask->staged) p2pTask->task.binding.buffers[index] = scratch + offset;
       tasks.push_back(std::move(p2pTask->task));
     }
     for (Planned& p : colls) {
+      if (!p.task.schedule) {
+        tasks.push_back(std::move(p.task));
+        continue;
+      }
       p.task.binding.buffers[sched::kScratch] = scratch + p.prescaleBytes;
       if (p.prescaleBytes) p.task.binding.buffers[sched::kInput] = scratch;
       tasks.push_back(std::move(p.task));

@@ -12,6 +12,8 @@
 
 namespace hoccl {
 
+/// The element-wise operation behind op: Sum for sum, avg (divided afterwards) and PreMulSum (scaled before).
+kernels::BinOp binOpOf(hocclRedOp_t op);
 
 /// A PreMulSum op: the scalar (one element of dtype), read now (host immediate) or at each call (pointer).
 struct PreMulSumOp {

@@ -45,6 +45,8 @@ const std::vector<Param>& all() {
       {"SHM_SLOTS", "8", "Slots per shared-memory ring (per direction and peer)"},
       {"SHM_SINGLE_COPY_MIN", "0",
        "Shared-memory messages of at least this many bytes are read straight from the sender's buffer (process_vm_readv); 0 = never (default: measured slower here, see docs/performance.md)"},
+      {"SMALL_MAX_BYTES", "4096",
+       "Largest per-rank payload of the one-shot path for small collectives when all ranks share a host (a shared arena read directly by every rank); 0 = off"},
       {"TCP_CONNS", "2", "TCP connections per peer; large messages are striped across them"},
       {"TCP_STRIPE_SIZE", "524288", "Bytes per stripe when a tcp message is split across the connections of a peer"},
       {"NET", "", "Preferred network transport for different hosts; accepted for NCCL compatibility, tcp is the only one yet"},

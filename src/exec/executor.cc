@@ -11,6 +11,7 @@
 #include <sched.h>
 
 #include <chrono>
+#include <thread>
 #include <cstring>
 #include <algorithm>
 
@@ -123,6 +124,13 @@ bool advance(Cursor& c) {
       if (t.before) t.before();
       c.started = true;
     }
+    if (t.poll) {  // a self-driven operation (the small one-shot path): no steps, no channels
+      if (!t.poll()) return moved;
+      ++c.task;
+      c.started = false;
+      moved = true;
+      continue;
+    }
     if (c.step >= t.schedule->steps.size()) {
       if (t.after) t.after();
       ++c.task;
@@ -225,11 +233,17 @@ void run(std::vector<Task>& tasks) {
       for (auto* ch : c.active)
         if (ch->pending()) { ch->waitForActivity(idle < 2000 ? 50 : 200); goto slept; }
     }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));  // only self-driven tasks wait: nap
   slept:
     if ((idle & 63) == 0 && Clock::now() - lastProgress > timeout) {
       for (Cursor& c : cursors) {
         if (c.done()) continue;
         Task& t = *c.tasks[c.task];
+        if (t.poll)
+          throw Error(hocclRemoteError, fmt::format("{}: {} made no progress for {} s, waiting for {}. That peer is "
+                                                    "stuck, dead or calling a different operation; check its log. "
+                                                    "Raise HOCCL_TIMEOUT if it is only slow.", c.comm->describe(),
+                                                    t.what(), timeout.count(), t.waitingFor()));
         throw Error(hocclRemoteError,
                     fmt::format("{}: {} step {}/{} made no progress for {} s, waiting for {}. That peer is stuck, dead "
                                 "or calling a different operation; check its log. Raise HOCCL_TIMEOUT if it is only "

@@ -23,10 +23,12 @@ struct Binding {
   kernels::BinOp op = kernels::BinOp::Sum;  ///< reduction for RecvReduce / Reduce
 };
 
-/// One schedule to run on one communicator.
+/// One schedule to run on one communicator, or (schedule null, poll set) an operation that drives itself.
 struct Task {
   Communicator* comm = nullptr;     ///< where it runs
   std::shared_ptr<const sched::Schedule> schedule;  ///< what to do (this rank's part; may be shared via a cache)
+  std::function<bool()> poll;       ///< instead of a schedule: called until it returns true (never blocks)
+  std::function<std::string()> waitingFor;  ///< with poll: the peers it still waits for, for the timeout message
   Binding binding;                  ///< on which memory
   std::function<std::string()> what;  ///< "AllReduce(count=.., float, sum) [ring]", built only for messages
   std::function<void()> before;     ///< runs just before the first step (e.g. PreMulSum input scaling), may be empty

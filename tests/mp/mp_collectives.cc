@@ -225,6 +225,38 @@ int groupedP2P(hocclComm_t comm, int rank, int n) {
   return 0;
 }
 
+// The small one-shot path must be chosen the same way whether or not a call sits in a group: even ranks group a
+// stream of small and large collectives, odd ranks call them one by one. Sizes alternate between payloads inside
+// the arena's sequence line and beyond it, and the stream is long enough to reuse both arena parities many times.
+// Every result is exact (small integers in doubles).
+int groupedAndUngrouped(hocclComm_t comm, int rank, int n) {
+  const size_t counts[] = {3, 200, 1, 511, 7, 100000};  // 24 B inline, 1600 B, 8 B, 4088 B, 56 B, 800 KB (large)
+  for (int round = 0; round < 12; ++round) {
+    const size_t count = counts[round % 6];
+    const int root = round % n;
+    std::vector<double> in(count), sum(count), gathered(count * n), bcast(count);
+    for (size_t i = 0; i < count; ++i) in[i] = rank * 1000 + static_cast<double>(i % 997) + round;
+    if (rank == root) bcast = in;
+    const bool grouped = rank % 2 == 0;
+    if (grouped) MP_CHECK(rank, hocclGroupStart());
+    MP_CHECK(rank, hocclAllReduce(in.data(), sum.data(), count, hocclDouble, hocclSum, comm, nullptr));
+    MP_CHECK(rank, hocclAllGather(in.data(), gathered.data(), count, hocclDouble, comm, nullptr));
+    MP_CHECK(rank, hocclBroadcast(bcast.data(), bcast.data(), count, hocclDouble, root, comm, nullptr));
+    if (grouped) MP_CHECK(rank, hocclGroupEnd());
+    for (size_t i = 0; i < count; ++i) {
+      double expect = 0;
+      for (int r = 0; r < n; ++r) expect += r * 1000 + static_cast<double>(i % 997) + round;
+      const std::string where = "mixed grouping, round " + std::to_string(round) + ", element " + std::to_string(i);
+      if (sum[i] != expect) return fail(rank, where + ": all-reduce is wrong");
+      for (int r = 0; r < n; ++r)
+        if (gathered[r * count + i] != r * 1000 + static_cast<double>(i % 997) + round)
+          return fail(rank, where + ": all-gather block " + std::to_string(r) + " is wrong");
+      if (bcast[i] != root * 1000 + static_cast<double>(i % 997) + round) return fail(rank, where + ": broadcast is wrong");
+    }
+  }
+  return 0;
+}
+
 // CommSplit: odd/even colors with reversed keys, one rank left out; the new communicators work.
 int split(hocclComm_t comm, int rank, int n) {
   int color = (n > 2 && rank == n - 1) ? HOCCL_SPLIT_NOCOLOR : rank % 2;
@@ -269,6 +301,7 @@ int main(int argc, char** argv) {
     int bad = collectivesMatrix(comm, rank, n, large);
     if (bad) return fail(rank, std::to_string(bad) + " wrong elements in the collectives matrix");
     if (int e = groupedP2P(comm, rank, n)) return e;
+    if (int e = groupedAndUngrouped(comm, rank, n)) return e;
     if (int e = split(comm, rank, n)) return e;
     MP_CHECK(rank, hocclCommFinalize(comm));
     MP_CHECK(rank, hocclCommDestroy(comm));

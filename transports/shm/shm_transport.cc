@@ -28,32 +28,6 @@
 namespace hoccl::transport::shm {
 namespace {
 
-/// What each rank tells the others after a connect phase.
-struct PhaseStatus {
-  int32_t failed = 0;
-  int32_t code = 0;
-  char message[504] = {};
-};
-
-/// All-gathers this rank's outcome of a phase; throws on every rank if any rank failed.
-void agree(const ConnectContext& ctx, const std::string& phase, const Error* mine) {
-  std::vector<PhaseStatus> all(ctx.nranks);
-  PhaseStatus& me = all[ctx.rank];
-  if (mine) {
-    me.failed = 1;
-    me.code = mine->code();
-    std::strncpy(me.message, mine->what(), sizeof(me.message) - 1);
-  }
-  ctx.bootstrap->allGather(all.data(), sizeof(PhaseStatus));
-  if (mine) throw *mine;
-  for (int r = 0; r < ctx.nranks; ++r) {
-    if (!all[r].failed) continue;
-    all[r].message[sizeof(all[r].message) - 1] = 0;
-    throwRemoteError(fmt::format("shm: rank {} failed while {} (so rank {} stops too): {}", r, phase, ctx.rank,
-                                 all[r].message));
-  }
-}
-
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ULL;
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
@@ -73,11 +47,15 @@ bool ShmTransport::canConnect(const ConnectContext& ctx, int peer) const {
   return peer != ctx.rank && ctx.peers.at(peer).hostHash == ctx.peers.at(ctx.rank).hostHash;
 }
 
-std::string ShmTransport::segmentName(const std::string& jobTag, int from, int to) {
+std::string ShmTransport::namePrefix(const std::string& jobTag) {
   std::string tag;
   for (char c : jobTag) tag += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
   if (tag.size() > 160) tag = fmt::format("{:016x}", fnv1a(jobTag));
-  return fmt::format("/hoccl-{}-{}-{}", tag, from, to);
+  return "/hoccl-" + tag;
+}
+
+std::string ShmTransport::segmentName(const std::string& jobTag, int from, int to) {
+  return fmt::format("{}-{}-{}", namePrefix(jobTag), from, to);
 }
 
 std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectContext& ctx,
@@ -89,21 +67,21 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectConte
   std::map<int, std::unique_ptr<Segment>> out, in;
   try {
     for (int p : peers) out[p] = Segment::create(segmentName(ctx.jobTag, ctx.rank, p), slotBytes_, slots_, ctx.rank, p);
-    agree(ctx, "creating its shared-memory segments", nullptr);
+    agreeOnPhase(ctx, "creating its shared-memory segments", nullptr);
   } catch (const Error& e) {
     out.clear();
     if (e.code() == hocclRemoteError) throw;
-    agree(ctx, "creating its shared-memory segments", &e);
+    agreeOnPhase(ctx, "creating its shared-memory segments", &e);
   }
   try {
     for (int p : peers) {
       in[p] = Segment::open(segmentName(ctx.jobTag, p, ctx.rank), p, ctx.rank);
       probeSender(in[p]->header());  // the sender reads the verdict after the all-gather below
     }
-    agree(ctx, "mapping its peers' shared-memory segments", nullptr);
+    agreeOnPhase(ctx, "mapping its peers' shared-memory segments", nullptr);
   } catch (const Error& e) {
     if (e.code() == hocclRemoteError) throw;
-    agree(ctx, "mapping its peers' shared-memory segments", &e);
+    agreeOnPhase(ctx, "mapping its peers' shared-memory segments", &e);
   }
   // Every rank has mapped everything it needs: the names can go.
   for (auto& [p, seg] : out) seg->unlink();

@@ -39,6 +39,9 @@ class ShmTransport final : public Transport {
 
   /// The /dev/shm name of the segment carrying data from rank `from` to rank `to` of the job `jobTag`.
   static std::string segmentName(const std::string& jobTag, int from, int to);
+  /// "/hoccl-<job tag>": the start of every /dev/shm name of the job `jobTag` (the small-message arena adds
+  /// "-arena").
+  static std::string namePrefix(const std::string& jobTag);
 
  private:
   uint32_t slotBytes_;

@@ -1,0 +1,207 @@
+/*
+ * One-shot collectives for small messages (see small_coll.h).
+ *
+ * Protocol for the k-th small operation of a communicator (k = 1, 2, ...; every rank counts the same operations):
+ *   1. publish: the rank copies its payload (all-reduce/reduce/all-gather: its input; reduce-scatter: its whole
+ *      input; broadcast: the root's input, the others publish nothing) into its own arena region of parity k&1,
+ *      inside the region's sequence line when it fits, and stores k into that line's sequence (release);
+ *   2. wait: for every peer, until the peer's line of parity k&1 holds k (acquire);
+ *   3. compute: the output is read straight from the peers' regions. Reductions combine the payloads in rank
+ *      order (((p0 op p1) op p2) ...), so every rank gets the same bits.
+ * Reuse: a rank writes parity k&1 again at operation k+2 only after step 2 of operation k+1, i.e. after every
+ * peer published k+1, which a peer does only after it finished reading operation k. So two parities suffice and
+ * nothing else is needed: no acknowledgements, no locks.
+ * Cost for p ranks and b bytes: one copy of b in, p-1 cache-line round trips (plus b/64 lines per peer beyond the
+ * inline size) and the reduction; versus the slot channels: planning, a schedule walk and a descriptor per peer.
+ */
+#include "comm/small_coll.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "comm/plan.h"
+#include "comm/redop.h"
+#include "core/error.h"
+#include "core/params.h"
+#include "kernels/cpu/reduce.h"
+#include "shm/shm_arena.h"
+#include "shm/shm_channel.h"
+#include "transport_util.h"
+
+namespace hoccl::small {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using sched::Coll;
+
+constexpr auto kLivenessInterval = std::chrono::milliseconds(100);
+
+// Bytes each publishing rank puts in the arena for op.
+size_t payloadBytes(const Op& op) {
+  const size_t bytes = op.count * kernels::typeSize(op.dtype);
+  return op.coll == Coll::ReduceScatter ? bytes * static_cast<size_t>(op.comm->nranks()) : bytes;
+}
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+bool publishes(const Op& op, int rank) { return op.coll != Coll::Broadcast || rank == op.root; }
+
+}  // namespace
+
+bool eligible(const Op& op) {
+  const transport::shm::Arena* arena = op.comm->arena();
+  if (!arena || op.kind != Op::Kind::Collective) return false;
+  switch (op.coll) {
+    case Coll::AllReduce: case Coll::Reduce: case Coll::Broadcast: case Coll::AllGather: case Coll::ReduceScatter:
+      break;
+    default: return false;
+  }
+  if (op.op >= hocclNumOps) return false;  // PreMulSum: the general path scales the input first
+  static const bool forced = !params::getString("ALGO").empty();
+  return !forced && payloadBytes(op) <= arena->maxBytes();
+}
+
+Exchange::Exchange(const Op& op)
+    : op_(op), comm_(*op.comm), arena_(*op.comm->arena()), seq_(op.comm->nextSmallSeq()), bytes_(payloadBytes(op)) {}
+
+const char* Exchange::payloadOf(int r) const { return arena_.payload(r, seq_, bytes_); }
+
+void Exchange::start() {
+  const int me = comm_.rank();
+  if (publishes(op_, me) && bytes_) std::memcpy(arena_.payload(me, seq_, bytes_), op_.sendbuf, bytes_);
+  arena_.line(me, seq_).seq.store(seq_, std::memory_order_release);
+}
+
+bool Exchange::poll() {
+  const int n = comm_.nranks();
+  while (next_ < n) {
+    if (next_ != comm_.rank() && arena_.line(next_, seq_).seq.load(std::memory_order_acquire) < seq_) {
+      if ((++failedPolls_ & 1023) == 0) check();
+      return false;
+    }
+    ++next_;
+  }
+  finish();
+  return true;
+}
+
+void Exchange::check() {
+  if (comm_.aborted.load(std::memory_order_relaxed))
+    throw Error(hocclInvalidUsage, comm_.describe() + ": the communicator was aborted (hocclCommAbort)");
+  const auto now = Clock::now();
+  if (waitingSince_ == Clock::time_point{}) waitingSince_ = now;
+  if (now >= nextLivenessCheck_) {
+    nextLivenessCheck_ = now + kLivenessInterval;
+    for (int r = next_; r < comm_.nranks(); ++r) {
+      const boot::RankInfo& info = comm_.rankInfo()[r];
+      if (r == comm_.rank() || info.pid == getpid() || transport::shm::processAlive(info.pid)) continue;
+      throwRemoteError(fmt::format("{}: {} [small one-shot] lost its peer {}: its process has exited or was killed. "
+                                   "Look at that rank's output for the cause (crash, OOM kill, abort)",
+                                   comm_.describe(), describeOp(op_), transport::describePeer(info)));
+    }
+  }
+  static const auto timeout = std::chrono::seconds(params::getInt("TIMEOUT"));
+  if (now - waitingSince_ > timeout)
+    throwRemoteError(fmt::format("{}: {} [small one-shot] waited {} s for {}. That peer is stuck, dead or calling a "
+                                 "different operation; check its log. Raise HOCCL_TIMEOUT if it is only slow.",
+                                 comm_.describe(), describeOp(op_), timeout.count(), missing()));
+}
+
+std::string Exchange::missing() const {
+  std::string who;
+  for (int r = next_; r < comm_.nranks(); ++r) {
+    if (r == comm_.rank() || arena_.line(r, seq_).seq.load(std::memory_order_acquire) >= seq_) continue;
+    who += (who.empty() ? "" : ", ") + transport::describePeer(comm_.rankInfo()[r]);
+  }
+  return who.empty() ? "nobody" : who;
+}
+
+void Exchange::finish() {
+  const int me = comm_.rank(), n = comm_.nranks();
+  const kernels::BinOp bin = binOpOf(op_.op);
+  char* out = static_cast<char*>(op_.recvbuf);
+  auto reduceAll = [&](size_t offset, size_t count) {  // out = p0 op p1 op ... (rank order) at offset
+    kernels::reduce(out, payloadOf(0) + offset, payloadOf(1) + offset, count, op_.dtype, bin);
+    for (int r = 2; r < n; ++r) kernels::reduce(out, out, payloadOf(r) + offset, count, op_.dtype, bin);
+    if (op_.op == hocclAvg) kernels::divide(out, count, op_.dtype, n);
+  };
+  auto copyOut = [](char* dst, const void* src, size_t bytes) {
+    if (dst != src) std::memcpy(dst, src, bytes);
+  };
+  ByteCounters& counters = comm_.counters();
+  auto count = [&](int peer, size_t sent, size_t received) {
+    const hocclLinkClass_t cls = comm_.topology().linkClass(me, peer);
+    counters.sent[cls] += sent;
+    counters.received[cls] += received;
+  };
+  switch (op_.coll) {
+    case Coll::AllReduce:
+      reduceAll(0, op_.count);
+      for (int r = 0; r < n; ++r)
+        if (r != me) count(r, bytes_, bytes_);
+      break;
+    case Coll::Reduce:  // the others send to the root
+      if (me != op_.root) {
+        count(op_.root, bytes_, 0);
+        break;
+      }
+      reduceAll(0, op_.count);
+      for (int r = 0; r < n; ++r)
+        if (r != me) count(r, 0, bytes_);
+      break;
+    case Coll::Broadcast:  // the root sends to the others
+      if (me != op_.root) {
+        copyOut(out, payloadOf(op_.root), bytes_);
+        count(op_.root, 0, bytes_);
+        break;
+      }
+      copyOut(out, op_.sendbuf, bytes_);
+      for (int r = 0; r < n; ++r)
+        if (r != me) count(r, bytes_, 0);
+      break;
+    case Coll::AllGather:
+      for (int r = 0; r < n; ++r) {
+        copyOut(out + static_cast<size_t>(r) * bytes_, r == me ? op_.sendbuf : payloadOf(r), bytes_);
+        if (r != me) count(r, bytes_, bytes_);
+      }
+      break;
+    case Coll::ReduceScatter: {
+      const size_t block = bytes_ / static_cast<size_t>(n);
+      reduceAll(static_cast<size_t>(me) * block, op_.count);
+      for (int r = 0; r < n; ++r)
+        if (r != me) count(r, block, block);
+      break;
+    }
+    default: throwInternalError("small one-shot path given a collective it does not implement");
+  }
+}
+
+void run(const Op& op) {
+  Communicator& comm = *op.comm;
+  struct InFlight {  // lets hocclCommAbort (another thread) wait until this call has left the communicator
+    std::atomic<int>& n;
+    explicit InFlight(std::atomic<int>& c) : n(c) { ++n; }
+    ~InFlight() { --n; }
+  } inFlight(comm.inFlight);
+  Exchange ex(op);
+  ex.start();
+  const bool oversubscribed = comm.oversubscribed();
+  for (unsigned idle = 0; !ex.poll(); ++idle) {
+    // With a core per rank the peer is nanoseconds away: spin. With more ranks than cores it may need this core.
+    if (oversubscribed ? idle < 4 : idle < (1u << 16)) {
+      cpuRelax();
+    } else {
+      if (idle < (1u << 20)) sched_yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+}  // namespace hoccl::small

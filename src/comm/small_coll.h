@@ -1,0 +1,62 @@
+/// @file small_coll.h
+/// One-shot collectives for small messages among ranks that share a host, through the communicator's shared arena
+/// (transports/shm/shm_arena.h): the path that makes an 8-byte all-reduce cost about one cache-line round trip
+/// instead of a trip through planning, the executor and the slot channels. See small_coll.cc for the protocol.
+///
+/// Which calls take it depends only on the call (collective, count, type, op) and on the communicator, never on
+/// timing or on whether the call sits in a group, so every rank makes the same choice. Parameter:
+/// HOCCL_SMALL_MAX_BYTES (largest per-rank payload; 0 turns the path and its arena off).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "comm/group.h"
+
+namespace hoccl::transport::shm {
+class Arena;
+}
+
+namespace hoccl::small {
+
+/// True when op (a validated collective) goes by the one-shot path: its communicator has an arena, the
+/// collective is an all-reduce, reduce, broadcast, all-gather or reduce-scatter, the op is not a PreMulSum, each
+/// rank's payload fits the arena, and no algorithm is forced (HOCCL_ALGO).
+bool eligible(const Op& op);
+
+/// One small collective in flight on this rank.
+class Exchange {
+ public:
+  /// Takes the next sequence number of op's communicator. Nothing is published yet.
+  explicit Exchange(const Op& op);
+  /// Copies this rank's payload into its arena region and publishes it. Call once, before poll().
+  void start();
+  /// Returns true once every peer has published, after writing this rank's output and counting the bytes; false
+  /// while some peer has not. Never blocks. Throws hocclRemoteError naming the peer when it is dead, or when it
+  /// has been silent for HOCCL_TIMEOUT, and hocclInvalidUsage when the communicator was aborted.
+  bool poll();
+  /// The peers that have not published yet, for messages.
+  std::string missing() const;
+
+ private:
+  void finish();
+  void check();
+  const char* payloadOf(int r) const;
+
+  Op op_;
+  Communicator& comm_;
+  transport::shm::Arena& arena_;
+  uint64_t seq_;
+  size_t bytes_;          // payload each publishing rank puts in its region
+  int next_ = 0;          // peers below this one have published
+  unsigned failedPolls_ = 0;
+  std::chrono::steady_clock::time_point waitingSince_{};
+  std::chrono::steady_clock::time_point nextLivenessCheck_{};
+};
+
+/// Runs op (eligible) to completion on this thread: start, then poll, spinning briefly and then yielding (at once
+/// when the host is oversubscribed) and finally sleeping in short naps while a peer is late.
+void run(const Op& op);
+
+}  // namespace hoccl::small

@@ -1,0 +1,70 @@
+/// @file shm_arena.h
+/// The arena: one shared-memory segment per communicator whose ranks all share a host, with a small region per
+/// rank into which the one-shot collectives for small messages (src/comm/small_coll.h) publish their inputs.
+///
+/// Layout: a header page (magic, geometry), then one region per rank, regionBytes apart (page aligned):
+///   line[0], line[1]   one cache line each: the sequence number of the last operation this rank published with
+///                      that parity (release store), followed by up to kArenaInlineBytes of its payload
+///   data[0], data[1]   maxBytes each, for payloads that do not fit in the line
+/// A rank writes only its own region and reads everybody's. Small payloads cost a reader one cache-line transfer.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "transport.h"
+
+namespace hoccl::transport::shm {
+
+/// Payload bytes that travel inside the sequence line itself.
+constexpr size_t kArenaInlineBytes = 56;
+
+/// One cache line of a rank's region: sequence number plus inline payload.
+struct alignas(64) ArenaLine {
+  std::atomic<uint64_t> seq;                          ///< number of the last operation published in this line
+  alignas(8) char inlineData[kArenaInlineBytes];      ///< payload of that operation when it fits
+};
+static_assert(sizeof(ArenaLine) == 64, "one arena line per cache line");
+
+/// A mapped arena (RAII: unmapped on destruction; its name is unlinked as soon as every rank has mapped it).
+class Arena {
+ public:
+  /// Collective over ctx (every rank calls it): rank 0 creates and sizes the segment for ctx.nranks regions of
+  /// `maxBytes` payload per parity, the others map it, then the name is removed from /dev/shm. Any rank's failure
+  /// throws on every rank.
+  static std::unique_ptr<Arena> connect(const ConnectContext& ctx, size_t maxBytes);
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  /// Rank r's line of the given parity (0 or 1).
+  ArenaLine& line(int r, uint64_t parity) const { return region(r)->lines[parity & 1]; }
+  /// Rank r's payload of `bytes` bytes with the given parity: inside its line when it fits, else its data area.
+  char* payload(int r, uint64_t parity, size_t bytes) const {
+    return bytes <= kArenaInlineBytes ? region(r)->lines[parity & 1].inlineData
+                                      : reinterpret_cast<char*>(region(r) + 1) + (parity & 1) * maxBytes_;
+  }
+  /// Largest payload a rank may publish.
+  size_t maxBytes() const { return maxBytes_; }
+  /// The /dev/shm name (gone once connected).
+  const std::string& name() const { return name_; }
+
+ private:
+  struct Region {
+    ArenaLine lines[2];
+  };
+  Arena(std::string name, void* base, size_t bytes, size_t maxBytes, size_t regionBytes);
+  Region* region(int r) const { return reinterpret_cast<Region*>(regions_ + static_cast<size_t>(r) * regionBytes_); }
+
+  std::string name_;
+  void* base_;
+  size_t bytes_;
+  size_t maxBytes_;
+  size_t regionBytes_;
+  char* regions_;
+};
+
+}  // namespace hoccl::transport::shm
