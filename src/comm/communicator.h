@@ -99,6 +99,21 @@ class Communicator {
   ByteCounters counters_;
 };
 
+/// Counts one running call in comm.inFlight for its lifetime, so that hocclCommAbort (another thread) can wait
+/// until the call has left the communicator.
+class InFlightGuard {
+ public:
+  /// Enters.
+  explicit InFlightGuard(Communicator& comm) : count_(comm.inFlight) { ++count_; }
+  /// Leaves.
+  ~InFlightGuard() { --count_; }
+  InFlightGuard(const InFlightGuard&) = delete;
+  InFlightGuard& operator=(const InFlightGuard&) = delete;
+
+ private:
+  std::atomic<int>& count_;
+};
+
 }  // namespace hoccl
 
 /// The C handle: the communicator plus a validity stamp. Destroyed handles keep their (small) memory with a dead

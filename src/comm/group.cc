@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "comm/plan.h"
+#include "comm/cma_coll.h"
 #include "comm/small_coll.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -26,11 +27,15 @@ GroupState& state() {
 }
 
 // Runs ops; a transport-level failure leaves the communicators unusable, so it is recorded as their async error.
-// A single small collective skips planning and the executor (comm/small_coll.h).
+// A single small (comm/small_coll.h) or single-copy (comm/cma_coll.h) collective skips planning and the executor.
 void execute(const std::vector<Op>& ops) {
   try {
     if (ops.size() == 1 && small::eligible(ops[0])) {
       small::run(ops[0]);
+      return;
+    }
+    if (ops.size() == 1 && cma::eligible(ops[0])) {
+      cma::run(ops[0]);
       return;
     }
     std::vector<exec::Task> tasks = planTasks(ops);

@@ -5,6 +5,7 @@
 
 #include "algo/registry.h"
 #include "comm/redop.h"
+#include "comm/cma_coll.h"
 #include "comm/small_coll.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -85,6 +86,17 @@ Planned planSmall(const Op& op) {
   p.task.poll = [exchange] { return exchange->poll(); };
   p.task.waitingFor = [exchange] { return exchange->missing(); };
   p.task.what = [opp = &op] { return describeOp(*opp) + " [small one-shot]"; };
+  return p;
+}
+
+// One collective by the single-copy path (comm/cma_coll.h), driven by the executor's polling like planSmall.
+Planned planCma(const Op& op) {
+  Planned p;
+  p.task.comm = op.comm;
+  auto coll = std::make_shared<cma::Collective>(op);
+  p.task.poll = [coll] { return coll->poll(); };
+  p.task.waitingFor = [coll] { return coll->missing(); };
+  p.task.what = [opp = &op] { return describeOp(*opp) + " [single copy]"; };
   return p;
 }
 
@@ -194,8 +206,10 @@ std::vector<exec::Task> planTasks(const std::vector<Op>& ops) {
     colls.clear();
     for (const Op& op : ops) {
       if (op.comm != comm) continue;
-      if (op.kind == Op::Kind::Collective) colls.push_back(small::eligible(op) ? planSmall(op) : planCollective(op));
-      else p2p.push_back(&op);
+      if (op.kind != Op::Kind::Collective) p2p.push_back(&op);
+      else if (small::eligible(op)) colls.push_back(planSmall(op));
+      else if (cma::eligible(op)) colls.push_back(planCma(op));
+      else colls.push_back(planCollective(op));
     }
     std::optional<PlannedP2P> p2pTask;
     if (!p2p.empty()) p2pTask = planP2P(*comm, p2p);

@@ -19,6 +19,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -38,6 +39,7 @@ using Clock = std::chrono::steady_clock;
 using sched::Coll;
 
 constexpr auto kLivenessInterval = std::chrono::milliseconds(100);
+constexpr size_t kBytesPerRank = 2048;  // payload limit per rank of the communicator (see eligible())
 
 // Bytes each publishing rank puts in the arena for op.
 size_t payloadBytes(const Op& op) {
@@ -65,17 +67,28 @@ bool eligible(const Op& op) {
   }
   if (op.op >= hocclNumOps) return false;  // PreMulSum: the general path scales the input first
   static const bool forced = !params::getString("ALGO").empty();
-  return !forced && payloadBytes(op) <= arena->maxBytes();
+  // The one-shot exchange makes every rank read (and reduce) every payload; the ring splits the work but pays
+  // 2(p-1) hand-offs. Measured crossovers (all-reduce, docs/performance.md): 4-8 KiB with 2 ranks, 32 KiB with 4
+  // and 8 ranks on 2 cores. So: up to 2 KiB per rank of the communicator, within the arena.
+  const size_t limit = std::min(arena->maxBytes(), kBytesPerRank * static_cast<size_t>(op.comm->nranks()));
+  return !forced && payloadBytes(op) <= limit;
 }
 
 Exchange::Exchange(const Op& op)
     : op_(op), comm_(*op.comm), arena_(*op.comm->arena()), seq_(op.comm->nextSmallSeq()), bytes_(payloadBytes(op)) {}
 
+Exchange::Exchange(const Op& op, const void* payload, size_t bytes, const char* path)
+    : op_(op), comm_(*op.comm), arena_(*op.comm->arena()), seq_(op.comm->nextSmallSeq()), bytes_(bytes),
+      control_(payload), isControl_(true), path_(path) {
+  if (bytes > transport::shm::kArenaInlineBytes) throwInternalError("arena control round larger than a line");
+}
+
 const char* Exchange::payloadOf(int r) const { return arena_.payload(r, seq_, bytes_); }
 
 void Exchange::start() {
   const int me = comm_.rank();
-  if (publishes(op_, me) && bytes_) std::memcpy(arena_.payload(me, seq_, bytes_), op_.sendbuf, bytes_);
+  const void* mine = isControl_ ? control_ : publishes(op_, me) ? op_.sendbuf : nullptr;
+  if (mine && bytes_) std::memcpy(arena_.payload(me, seq_, bytes_), mine, bytes_);
   arena_.line(me, seq_).seq.store(seq_, std::memory_order_release);
 }
 
@@ -88,7 +101,7 @@ bool Exchange::poll() {
     }
     ++next_;
   }
-  finish();
+  if (!isControl_) finish();
   return true;
 }
 
@@ -102,16 +115,16 @@ void Exchange::check() {
     for (int r = next_; r < comm_.nranks(); ++r) {
       const boot::RankInfo& info = comm_.rankInfo()[r];
       if (r == comm_.rank() || info.pid == getpid() || transport::shm::processAlive(info.pid)) continue;
-      throwRemoteError(fmt::format("{}: {} [small one-shot] lost its peer {}: its process has exited or was killed. "
-                                   "Look at that rank's output for the cause (crash, OOM kill, abort)",
-                                   comm_.describe(), describeOp(op_), transport::describePeer(info)));
+      throwRemoteError(fmt::format("{}: {} [{}] lost its peer {}: its process has exited or was killed. Look at that "
+                                   "rank's output for the cause (crash, OOM kill, abort)",
+                                   comm_.describe(), describeOp(op_), path_, transport::describePeer(info)));
     }
   }
   static const auto timeout = std::chrono::seconds(params::getInt("TIMEOUT"));
   if (now - waitingSince_ > timeout)
-    throwRemoteError(fmt::format("{}: {} [small one-shot] waited {} s for {}. That peer is stuck, dead or calling a "
-                                 "different operation; check its log. Raise HOCCL_TIMEOUT if it is only slow.",
-                                 comm_.describe(), describeOp(op_), timeout.count(), missing()));
+    throwRemoteError(fmt::format("{}: {} [{}] waited {} s for {}. That peer is stuck, dead or calling a different "
+                                 "operation; check its log. Raise HOCCL_TIMEOUT if it is only slow.",
+                                 comm_.describe(), describeOp(op_), path_, timeout.count(), missing()));
 }
 
 std::string Exchange::missing() const {
@@ -185,23 +198,21 @@ void Exchange::finish() {
 
 void run(const Op& op) {
   Communicator& comm = *op.comm;
-  struct InFlight {  // lets hocclCommAbort (another thread) wait until this call has left the communicator
-    std::atomic<int>& n;
-    explicit InFlight(std::atomic<int>& c) : n(c) { ++n; }
-    ~InFlight() { --n; }
-  } inFlight(comm.inFlight);
+  InFlightGuard inFlight(comm);
   Exchange ex(op);
   ex.start();
-  const bool oversubscribed = comm.oversubscribed();
-  for (unsigned idle = 0; !ex.poll(); ++idle) {
-    // With a core per rank the peer is nanoseconds away: spin. With more ranks than cores it may need this core.
-    if (oversubscribed ? idle < 4 : idle < (1u << 16)) {
-      cpuRelax();
-    } else {
-      if (idle < (1u << 20)) sched_yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
+  complete(ex, comm.oversubscribed());
+}
+
+void complete(Exchange& ex, bool oversubscribed) {
+  for (unsigned idle = 0; !ex.poll(); ++idle) backoff(idle, oversubscribed);
+}
+
+void backoff(unsigned idle, bool oversubscribed) {
+  // With a core per rank the peer is nanoseconds away: spin. With more ranks than cores it may need this core.
+  if (oversubscribed ? idle < 4 : idle < (1u << 16)) cpuRelax();
+  else if (idle < (1u << 20)) sched_yield();
+  else std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
 
 }  // namespace hoccl::small

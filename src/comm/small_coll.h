@@ -5,7 +5,8 @@
 ///
 /// Which calls take it depends only on the call (collective, count, type, op) and on the communicator, never on
 /// timing or on whether the call sits in a group, so every rank makes the same choice. Parameter:
-/// HOCCL_SMALL_MAX_BYTES (largest per-rank payload; 0 turns the path and its arena off).
+/// HOCCL_SMALL_MAX_BYTES (the arena's payload size per rank, default 32 KiB; 0 turns the path and its arena off).
+/// A call takes the path when each rank's payload is at most min(arena, 2 KiB x ranks).
 #pragma once
 
 #include <chrono>
@@ -22,7 +23,7 @@ namespace hoccl::small {
 
 /// True when op (a validated collective) goes by the one-shot path: its communicator has an arena, the
 /// collective is an all-reduce, reduce, broadcast, all-gather or reduce-scatter, the op is not a PreMulSum, each
-/// rank's payload fits the arena, and no algorithm is forced (HOCCL_ALGO).
+/// rank's payload is at most min(arena, 2 KiB x ranks), and no algorithm is forced (HOCCL_ALGO).
 bool eligible(const Op& op);
 
 /// One small collective in flight on this rank.
@@ -30,6 +31,11 @@ class Exchange {
  public:
   /// Takes the next sequence number of op's communicator. Nothing is published yet.
   explicit Exchange(const Op& op);
+  /// A control round on behalf of op (which only names it in messages): publishes `bytes` (at most
+  /// transport::shm::kArenaInlineBytes) from `payload` and computes nothing. Used by multi-round protocols
+  /// (comm/cma_coll.h) to swap addresses and to agree that a phase is over.
+  /// `path` names the caller's path in messages ("single copy").
+  Exchange(const Op& op, const void* payload, size_t bytes, const char* path);
   /// Copies this rank's payload into its arena region and publishes it. Call once, before poll().
   void start();
   /// Returns true once every peer has published, after writing this rank's output and counting the bytes; false
@@ -38,25 +44,36 @@ class Exchange {
   bool poll();
   /// The peers that have not published yet, for messages.
   std::string missing() const;
+  /// Rank r's published payload: valid once poll() returned true, until this rank starts its second exchange after
+  /// this one.
+  const char* payloadOf(int r) const;
 
  private:
   void finish();
   void check();
-  const char* payloadOf(int r) const;
 
   Op op_;
   Communicator& comm_;
   transport::shm::Arena& arena_;
   uint64_t seq_;
   size_t bytes_;          // payload each publishing rank puts in its region
+  const void* control_ = nullptr;  // control round: what this rank publishes (finish() computes nothing)
+  bool isControl_ = false;
+  const char* path_ = "small one-shot";  // for messages
   int next_ = 0;          // peers below this one have published
   unsigned failedPolls_ = 0;
   std::chrono::steady_clock::time_point waitingSince_{};
   std::chrono::steady_clock::time_point nextLivenessCheck_{};
 };
 
-/// Runs op (eligible) to completion on this thread: start, then poll, spinning briefly and then yielding (at once
-/// when the host is oversubscribed) and finally sleeping in short naps while a peer is late.
+/// Runs op (eligible) to completion on this thread: start, then complete().
 void run(const Op& op);
+
+/// Polls ex (started) until it returns true, spinning briefly and then yielding (at once when the host is
+/// oversubscribed) and finally sleeping in short naps while a peer is late (see backoff()).
+void complete(Exchange& ex, bool oversubscribed);
+
+/// The waiting policy behind complete(), after `idle` fruitless polls: pause, then yield, then a 50 us nap.
+void backoff(unsigned idle, bool oversubscribed);
 
 }  // namespace hoccl::small

@@ -47,6 +47,9 @@ class Arena {
     return bytes <= kArenaInlineBytes ? region(r)->lines[parity & 1].inlineData
                                       : reinterpret_cast<char*>(region(r) + 1) + (parity & 1) * maxBytes_;
   }
+  /// True when every rank can read and write every other rank's memory (process_vm_readv/writev were probed at
+  /// connect on every pair, and all ranks agreed): the single-copy collectives of comm/cma_coll.h may run.
+  bool crossMemory() const { return crossMemory_; }
   /// Largest payload a rank may publish.
   size_t maxBytes() const { return maxBytes_; }
   /// The /dev/shm name (gone once connected).
@@ -65,6 +68,7 @@ class Arena {
   size_t maxBytes_;
   size_t regionBytes_;
   char* regions_;
+  bool crossMemory_ = false;
 };
 
 }  // namespace hoccl::transport::shm
