@@ -37,10 +37,10 @@ class Collective {
  private:
   void copyPhase();
   void reducePhase();
-  void gatherPhase();
 
   Op op_;
-  int round_ = -1;  // arena rounds started so far minus one
+  bool copied_ = false;  // this rank's copies are done (the second arena round runs)
+  bool pushResult_ = false;  // arena rounds started so far minus one
   std::unique_ptr<small::Exchange> exchange_;
   std::vector<const char*> peerSend_, peerRecv_;  // every rank's buffers, from the first round
 };

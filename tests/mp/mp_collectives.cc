@@ -231,6 +231,7 @@ int groupedP2P(hocclComm_t comm, int rank, int n) {
 // Every result is exact (small integers in doubles).
 int groupedAndUngrouped(hocclComm_t comm, int rank, int n) {
   const size_t counts[] = {3, 200, 1, 511, 7, 100000};  // 24 B inline, 1600 B, 8 B, 4088 B, 56 B, 800 KB (large)
+  MP_CHECK(rank, hocclCommResetCounters(comm));
   for (int round = 0; round < 12; ++round) {
     const size_t count = counts[round % 6];
     const int root = round % n;
@@ -254,6 +255,19 @@ int groupedAndUngrouped(hocclComm_t comm, int rank, int n) {
       if (bcast[i] != root * 1000 + static_cast<double>(i % 997) + round) return fail(rank, where + ": broadcast is wrong");
     }
   }
+  // Whatever path each call took (small one-shot, single copy, schedules), the byte counters must balance: every
+  // byte one rank counts as sent, another counts as received.
+  hocclCommCounters_t ctr{};
+  MP_CHECK(rank, hocclCommGetCounters(comm, &ctr));
+  unsigned long long totals[2] = {0, 0};
+  for (int k = 0; k < hocclNumLinkClasses; ++k) {
+    totals[0] += ctr.bytesSent[k];
+    totals[1] += ctr.bytesReceived[k];
+  }
+  MP_CHECK(rank, hocclAllReduce(totals, totals, 2, hocclUint64, hocclSum, comm, nullptr));
+  if (n > 1 && (totals[0] != totals[1] || totals[0] == 0))
+    return fail(rank, "byte counters do not balance: " + std::to_string(totals[0]) + " sent, " +
+                          std::to_string(totals[1]) + " received");
   return 0;
 }
 
