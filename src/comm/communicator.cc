@@ -75,7 +75,8 @@ Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::
   const int64_t smallMax = params::getInt("SMALL_MAX_BYTES");
   const bool allShm = std::all_of(transportOfPeer_.begin(), transportOfPeer_.end(),
                                   [](const std::string& t) { return t == "shm" || t == "self"; });
-  if (nranks > 1 && smallMax > 0 && allShm) arena_ = transport::shm::Arena::connect(ctx, static_cast<size_t>(smallMax));
+  if (nranks > 1 && smallMax > 0 && allShm)
+    arena_ = transport::shm::Arena::connect(ctx, static_cast<size_t>(smallMax), params::getInt("CMA_MIN_BYTES") > 0);
   // Switches by measurement (HOCCL_TOPO_PROBE=1) when no rank knows its switch; the same decision on every rank.
   if (topoProbeWanted(topology_, bootstrap_->ranks())) topology_ = probeTopology(*this);
   HOCCL_INFO(kInit, "{}: ready ({} hosts, {} switches)", describe(), topology_.nhosts, topology_.nswitches);

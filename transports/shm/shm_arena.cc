@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <vector>
 #include <new>
 
@@ -50,6 +52,16 @@ bool canReadPeer(const CrossMemoryProbe& peer) {
          word == kArenaMagic;
 }
 
+// Ranks are siblings, not each other's ancestors: under Yama's ptrace_scope=1 (Ubuntu's default) they could not
+// read each other's memory unless each names who may attach.
+void allowSiblingsToAttach() {
+  std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
+  int scope = 0;
+  if (yama >> scope && scope == 1 && prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) == 0)
+    HOCCL_INFO(kShm, "shm: Yama ptrace_scope=1: this process allows processes of its user to read its memory (single "
+               "copy between ranks); set HOCCL_CMA_MIN_BYTES=0 to keep the default protection");
+}
+
 size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
 // Opens (rank 0: creates) and maps the named segment of `bytes` bytes (0: take the size of the existing one).
@@ -86,7 +98,7 @@ Arena::Arena(std::string name, void* base, size_t bytes, size_t maxBytes, size_t
 
 Arena::~Arena() { munmap(base_, bytes_); }
 
-std::unique_ptr<Arena> Arena::connect(const ConnectContext& ctx, size_t maxBytes) {
+std::unique_ptr<Arena> Arena::connect(const ConnectContext& ctx, size_t maxBytes, bool crossMemory) {
   const std::string name = ShmTransport::namePrefix(ctx.jobTag) + "-arena";
   const size_t regionBytes = roundUp(sizeof(Region) + 2 * roundUp(maxBytes, 64), kPage);
   size_t bytes = kPage + regionBytes * static_cast<size_t>(ctx.nranks);
@@ -121,6 +133,7 @@ std::unique_ptr<Arena> Arena::connect(const ConnectContext& ctx, size_t maxBytes
       }
     }
     arena.reset(new Arena(name, base, bytes, maxBytes, regionBytes));
+    if (crossMemory) allowSiblingsToAttach();
     CrossMemoryProbe probe{getpid(), reinterpret_cast<uint64_t>(&gProbeWord)};
     std::memcpy(arena->line(ctx.rank, 0).inlineData, &probe, sizeof(probe));
     agreeOnPhase(ctx, "mapping the small-message arena", nullptr);
@@ -131,11 +144,11 @@ std::unique_ptr<Arena> Arena::connect(const ConnectContext& ctx, size_t maxBytes
   }
   if (ctx.rank == 0) shm_unlink(name.c_str());
   // Phase 3: may every rank read every other rank's memory? (ptrace rules, containers, seccomp.) One answer for all.
-  std::vector<uint8_t> readable(ctx.nranks, 1);
+  std::vector<uint8_t> readable(ctx.nranks, crossMemory ? 1 : 0);
   for (int r = 0; r < ctx.nranks; ++r) {
     CrossMemoryProbe peer{};
     std::memcpy(&peer, arena->line(r, 0).inlineData, sizeof(peer));
-    if (r != ctx.rank && !canReadPeer(peer)) readable[ctx.rank] = 0;
+    if (crossMemory && r != ctx.rank && !canReadPeer(peer)) readable[ctx.rank] = 0;
   }
   ctx.bootstrap->allGather(readable.data(), 1);
   arena->crossMemory_ = std::all_of(readable.begin(), readable.end(), [](uint8_t ok) { return ok != 0; });

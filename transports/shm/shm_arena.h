@@ -34,8 +34,10 @@ class Arena {
  public:
   /// Collective over ctx (every rank calls it): rank 0 creates and sizes the segment for ctx.nranks regions of
   /// `maxBytes` payload per parity, the others map it, then the name is removed from /dev/shm. Any rank's failure
-  /// throws on every rank.
-  static std::unique_ptr<Arena> connect(const ConnectContext& ctx, size_t maxBytes);
+  /// throws on every rank. With `crossMemory`, the ranks then test whether they can read each other's memory (see
+  /// crossMemory()); under Yama's ptrace_scope=1 each rank first allows processes of its user to attach to it, as
+  /// Open MPI's shared-memory transport does (what ptrace_scope=0 allows anyway).
+  static std::unique_ptr<Arena> connect(const ConnectContext& ctx, size_t maxBytes, bool crossMemory);
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
