@@ -114,7 +114,6 @@ bool Collective::poll() {
   if (!exchange_) {  // round 1: swap addresses
     Addresses mine{reinterpret_cast<uint64_t>(op_.sendbuf), reinterpret_cast<uint64_t>(op_.recvbuf)};
     exchange_ = std::make_unique<small::Exchange>(op_, &mine, sizeof(mine), kPath);
-    exchange_->start();
   }
   if (!exchange_->poll()) return false;
   if (copied_) return true;  // round 2 is over: nobody touches this rank's buffers any more
@@ -130,7 +129,6 @@ bool Collective::poll() {
   else copyPhase();
   copied_ = true;
   exchange_ = std::make_unique<small::Exchange>(op_, nullptr, 0, kPath);  // round 2: the copies are over
-  exchange_->start();
   return exchange_->poll();
 }
 

@@ -81,10 +81,14 @@ Planned planCollective(const Op& op) {
 Planned planSmall(const Op& op) {
   Planned p;
   p.task.comm = op.comm;
-  auto exchange = std::make_shared<small::Exchange>(op);
-  p.task.before = [exchange] { exchange->start(); };
-  p.task.poll = [exchange] { return exchange->poll(); };
-  p.task.waitingFor = [exchange] { return exchange->missing(); };
+  // Created at the first poll, not now: sequence numbers are taken in execution order, as an ungrouped rank does,
+  // also when a single-copy collective (which takes its numbers as it runs) comes first in the group.
+  auto exchange = std::make_shared<std::unique_ptr<small::Exchange>>();
+  p.task.poll = [exchange, opp = &op] {
+    if (!*exchange) *exchange = std::make_unique<small::Exchange>(*opp);
+    return (*exchange)->poll();
+  };
+  p.task.waitingFor = [exchange] { return *exchange ? (*exchange)->missing() : std::string("nobody"); };
   p.task.what = [opp = &op] { return describeOp(*opp) + " [small one-shot]"; };
   return p;
 }

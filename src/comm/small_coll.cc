@@ -2,15 +2,17 @@
  * One-shot collectives for small messages (see small_coll.h).
  *
  * Protocol for the k-th small operation of a communicator (k = 1, 2, ...; every rank counts the same operations):
- *   1. publish: the rank copies its payload (all-reduce/reduce/all-gather: its input; reduce-scatter: its whole
- *      input; broadcast: the root's input, the others publish nothing) into its own arena region of parity k&1,
- *      inside the region's sequence line when it fits, and stores k into that line's sequence (release);
- *   2. wait: for every peer, until the peer's line of parity k&1 holds k (acquire);
+ *   1. publish: once every peer has started operation k-1 (so none still reads this rank's region of parity k&1,
+ *      last used by operation k-2), the rank copies its payload (all-reduce/reduce/all-gather: its input;
+ *      reduce-scatter: its whole input; broadcast: the root's input, the others publish nothing) into its own arena
+ *      region of parity k&1, inside the region's sequence line when it fits, and stores k into that line's
+ *      sequence (release);
+ *   2. wait: until every peer whose payload it needs has published k (acquire): everyone for all-reduce, all-gather
+ *      and reduce-scatter and for the root of a reduce; only the root for a broadcast receiver; nobody for a
+ *      broadcast root or a reduce contributor, which return at once;
  *   3. compute: the output is read straight from the peers' regions. Reductions combine the payloads in rank
  *      order (((p0 op p1) op p2) ...), so every rank gets the same bits.
- * Reuse: a rank writes parity k&1 again at operation k+2 only after step 2 of operation k+1, i.e. after every
- * peer published k+1, which a peer does only after it finished reading operation k. So two parities suffice and
- * nothing else is needed: no acknowledgements, no locks.
+ * A peer can thus run at most one operation ahead, and only on the other parity. No acknowledgements, no locks.
  * Cost for p ranks and b bytes: one copy of b in, p-1 cache-line round trips (plus b/64 lines per peer beyond the
  * inline size) and the reduction; versus the slot channels: planning, a schedule walk and a descriptor per peer.
  */
@@ -79,30 +81,49 @@ Exchange::Exchange(const Op& op)
 
 Exchange::Exchange(const Op& op, const void* payload, size_t bytes, const char* path)
     : op_(op), comm_(*op.comm), arena_(*op.comm->arena()), seq_(op.comm->nextSmallSeq()), bytes_(bytes),
-      control_(payload), isControl_(true), path_(path) {
-  if (bytes > transport::shm::kArenaInlineBytes) throwInternalError("arena control round larger than a line");
+      isControl_(true), path_(path) {
+  if (bytes > sizeof(control_)) throwInternalError("arena control round larger than a line");
+  if (bytes) std::memcpy(control_, payload, bytes);  // published later, when the region is free
 }
 
 const char* Exchange::payloadOf(int r) const { return arena_.payload(r, seq_, bytes_); }
 
-void Exchange::start() {
-  const int me = comm_.rank();
-  const void* mine = isControl_ ? control_ : publishes(op_, me) ? op_.sendbuf : nullptr;
-  if (mine && bytes_) std::memcpy(arena_.payload(me, seq_, bytes_), mine, bytes_);
-  arena_.line(me, seq_).seq.store(seq_, std::memory_order_release);
+bool Exchange::needs(int r) const {
+  if (r == comm_.rank()) return false;
+  if (isControl_) return true;
+  switch (op_.coll) {
+    case Coll::Broadcast: return r == op_.root;  // the root waits for nobody
+    case Coll::Reduce: return comm_.rank() == op_.root;  // the others wait for nobody
+    default: return true;
+  }
+}
+
+// A peer "reached" operation s when its line of parity s holds s or more.
+bool Exchange::reached(int r, uint64_t s) const {
+  return arena_.line(r, s).seq.load(std::memory_order_acquire) >= s;
 }
 
 bool Exchange::poll() {
-  const int n = comm_.nranks();
-  while (next_ < n) {
-    if (next_ != comm_.rank() && arena_.line(next_, seq_).seq.load(std::memory_order_acquire) < seq_) {
-      if ((++failedPolls_ & 1023) == 0) check();
-      return false;
-    }
-    ++next_;
+  const int me = comm_.rank(), n = comm_.nranks();
+  if (!published_) {
+    // This rank's region of parity seq_ was last read by operation seq_-2; every peer is done with it once it has
+    // started seq_-1.
+    for (; seq_ > 1 && prev_ < n; ++prev_)
+      if (prev_ != me && !reached(prev_, seq_ - 1)) return waitMore();
+    const void* mine = isControl_ ? control_ : publishes(op_, me) ? op_.sendbuf : nullptr;
+    if (mine && bytes_) std::memcpy(arena_.payload(me, seq_, bytes_), mine, bytes_);
+    arena_.line(me, seq_).seq.store(seq_, std::memory_order_release);
+    published_ = true;
   }
+  for (; next_ < n; ++next_)
+    if (needs(next_) && !reached(next_, seq_)) return waitMore();
   if (!isControl_) finish();
   return true;
+}
+
+bool Exchange::waitMore() {
+  if ((++failedPolls_ & 1023) == 0) check();
+  return false;
 }
 
 void Exchange::check() {
@@ -112,7 +133,7 @@ void Exchange::check() {
   if (waitingSince_ == Clock::time_point{}) waitingSince_ = now;
   if (now >= nextLivenessCheck_) {
     nextLivenessCheck_ = now + kLivenessInterval;
-    for (int r = next_; r < comm_.nranks(); ++r) {
+    for (int r = 0; r < comm_.nranks(); ++r) {
       const boot::RankInfo& info = comm_.rankInfo()[r];
       if (r == comm_.rank() || info.pid == getpid() || transport::shm::processAlive(info.pid)) continue;
       throwRemoteError(fmt::format("{}: {} [{}] lost its peer {}: its process has exited or was killed. Look at that "
@@ -129,9 +150,9 @@ void Exchange::check() {
 
 std::string Exchange::missing() const {
   std::string who;
-  for (int r = next_; r < comm_.nranks(); ++r) {
-    if (r == comm_.rank() || arena_.line(r, seq_).seq.load(std::memory_order_acquire) >= seq_) continue;
-    who += (who.empty() ? "" : ", ") + transport::describePeer(comm_.rankInfo()[r]);
+  for (int r = 0; r < comm_.nranks(); ++r) {
+    const bool waiting = published_ ? needs(r) && !reached(r, seq_) : r != comm_.rank() && !reached(r, seq_ - 1);
+    if (waiting) who += (who.empty() ? "" : ", ") + transport::describePeer(comm_.rankInfo()[r]);
   }
   return who.empty() ? "nobody" : who;
 }
@@ -200,7 +221,6 @@ void run(const Op& op) {
   Communicator& comm = *op.comm;
   InFlightGuard inFlight(comm);
   Exchange ex(op);
-  ex.start();
   complete(ex, comm.oversubscribed());
 }
 

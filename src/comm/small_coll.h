@@ -31,16 +31,15 @@ class Exchange {
  public:
   /// Takes the next sequence number of op's communicator. Nothing is published yet.
   explicit Exchange(const Op& op);
-  /// A control round on behalf of op (which only names it in messages): publishes `bytes` (at most
+  /// A control round on behalf of op (which only names it in messages): publishes a copy of `bytes` (at most
   /// transport::shm::kArenaInlineBytes) from `payload` and computes nothing. Used by multi-round protocols
   /// (comm/cma_coll.h) to swap addresses and to agree that a phase is over.
   /// `path` names the caller's path in messages ("single copy").
   Exchange(const Op& op, const void* payload, size_t bytes, const char* path);
-  /// Copies this rank's payload into its arena region and publishes it. Call once, before poll().
-  void start();
-  /// Returns true once every peer has published, after writing this rank's output and counting the bytes; false
-  /// while some peer has not. Never blocks. Throws hocclRemoteError naming the peer when it is dead, or when it
-  /// has been silent for HOCCL_TIMEOUT, and hocclInvalidUsage when the communicator was aborted.
+  /// Publishes this rank's payload as soon as its arena region is free, then returns true once every peer whose
+  /// payload it needs has published, after writing this rank's output and counting the bytes; false until then.
+  /// Never blocks. Throws hocclRemoteError naming the peer when it is dead, or when it has been silent for
+  /// HOCCL_TIMEOUT, and hocclInvalidUsage when the communicator was aborted.
   bool poll();
   /// The peers that have not published yet, for messages.
   std::string missing() const;
@@ -51,16 +50,21 @@ class Exchange {
  private:
   void finish();
   void check();
+  bool waitMore();
+  bool needs(int r) const;
+  bool reached(int r, uint64_t s) const;
 
   Op op_;
   Communicator& comm_;
   transport::shm::Arena& arena_;
   uint64_t seq_;
   size_t bytes_;          // payload each publishing rank puts in its region
-  const void* control_ = nullptr;  // control round: what this rank publishes (finish() computes nothing)
+  char control_[56] = {};  // control round: what this rank publishes (finish() computes nothing)
   bool isControl_ = false;
   const char* path_ = "small one-shot";  // for messages
-  int next_ = 0;          // peers below this one have published
+  bool published_ = false;
+  int prev_ = 0;          // peers below this one have started the previous operation
+  int next_ = 0;          // peers below this one have published (or are not needed)
   unsigned failedPolls_ = 0;
   std::chrono::steady_clock::time_point waitingSince_{};
   std::chrono::steady_clock::time_point nextLivenessCheck_{};
@@ -69,7 +73,7 @@ class Exchange {
 /// Runs op (eligible) to completion on this thread: start, then complete().
 void run(const Op& op);
 
-/// Polls ex (started) until it returns true, spinning briefly and then yielding (at once when the host is
+/// Polls ex until it returns true, spinning briefly and then yielding (at once when the host is
 /// oversubscribed) and finally sleeping in short naps while a peer is late (see backoff()).
 void complete(Exchange& ex, bool oversubscribed);
 

@@ -243,7 +243,11 @@ int groupedAndUngrouped(hocclComm_t comm, int rank, int n) {
     MP_CHECK(rank, hocclAllReduce(in.data(), sum.data(), count, hocclDouble, hocclSum, comm, nullptr));
     MP_CHECK(rank, hocclAllGather(in.data(), gathered.data(), count, hocclDouble, comm, nullptr));
     MP_CHECK(rank, hocclBroadcast(bcast.data(), bcast.data(), count, hocclDouble, root, comm, nullptr));
+    double tiny[3] = {1.0 * rank, 2.0, 3.0 * round}, tinySum[3] = {0, 0, 0};  // small, after large ones
+    MP_CHECK(rank, hocclAllReduce(tiny, tinySum, 3, hocclDouble, hocclSum, comm, nullptr));
     if (grouped) MP_CHECK(rank, hocclGroupEnd());
+    if (tinySum[0] != n * (n - 1) / 2.0 || tinySum[1] != 2.0 * n || tinySum[2] != 3.0 * round * n)
+      return fail(rank, "mixed grouping, round " + std::to_string(round) + ": the small all-reduce is wrong");
     for (size_t i = 0; i < count; ++i) {
       double expect = 0;
       for (int r = 0; r < n; ++r) expect += r * 1000 + static_cast<double>(i % 997) + round;
