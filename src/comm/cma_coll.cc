@@ -102,8 +102,15 @@ bool eligible(const Op& op) {
   }
   if (op.op >= hocclNumOps) return false;  // PreMulSum: the general path scales the input first
   static const bool forced = !params::getString("ALGO").empty();
+  static const bool chosen = params::get("CMA_MIN_BYTES").has_value();
   static const int64_t minBytes = params::getInt("CMA_MIN_BYTES");
-  return !forced && minBytes > 0 && messageBytes(op) >= static_cast<size_t>(minBytes);
+  if (forced || minBytes <= 0) return false;
+  // Measured crossovers against the slot path, 2 ranks (docs/performance.md): all-gather 32 KiB, broadcast 128 KiB,
+  // all-reduce and reduce-scatter 256 KiB (the registered default). HOCCL_CMA_MIN_BYTES, when set, applies to all.
+  size_t threshold = static_cast<size_t>(minBytes);
+  if (!chosen && op.coll == Coll::AllGather) threshold = 32 << 10;
+  if (!chosen && op.coll == Coll::Broadcast) threshold = 128 << 10;
+  return messageBytes(op) >= threshold;
 }
 
 Collective::Collective(const Op& op) : op_(op) {}

@@ -5,7 +5,8 @@
 /// out of it). See cma_coll.cc for each collective's plan.
 ///
 /// Which calls take it depends only on the call and the communicator (never on timing or grouping), so every rank
-/// makes the same choice. Parameter: HOCCL_CMA_MIN_BYTES (smallest message; 0 turns the path off).
+/// makes the same choice. Parameter: HOCCL_CMA_MIN_BYTES (smallest message, for every collective when set; 0 turns
+/// the path off; unset: all-gather from 32 KiB, broadcast from 128 KiB, all-reduce and reduce-scatter from 256 KiB).
 #pragma once
 
 #include <memory>
@@ -19,7 +20,8 @@ namespace hoccl::cma {
 
 /// True when op (a validated collective) goes by the single-copy path: its communicator has an arena whose ranks
 /// may read each other's memory, the collective is an all-reduce, all-gather, reduce-scatter or broadcast, the op
-/// is not a PreMulSum, the message is at least HOCCL_CMA_MIN_BYTES, and no algorithm is forced (HOCCL_ALGO).
+/// is not a PreMulSum, the message reaches the collective's threshold (see above), and no algorithm is forced
+/// (HOCCL_ALGO).
 bool eligible(const Op& op);
 
 /// One single-copy collective in flight on this rank: a short sequence of arena rounds with copies in between.

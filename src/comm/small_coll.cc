@@ -2,17 +2,16 @@
  * One-shot collectives for small messages (see small_coll.h).
  *
  * Protocol for the k-th small operation of a communicator (k = 1, 2, ...; every rank counts the same operations):
- *   1. publish: once every peer has started operation k-1 (so none still reads this rank's region of parity k&1,
- *      last used by operation k-2), the rank copies its payload (all-reduce/reduce/all-gather: its input;
- *      reduce-scatter: its whole input; broadcast: the root's input, the others publish nothing) into its own arena
- *      region of parity k&1, inside the region's sequence line when it fits, and stores k into that line's
- *      sequence (release);
+ *   1. publish: once every peer has started operation k-S+1, where S = kArenaSlots (so none still reads this
+ *      rank's slot k%S, last used by operation k-S), the rank copies its payload (all-reduce/reduce/all-gather:
+ *      its input; reduce-scatter: its whole input; broadcast: the root's input, the others publish nothing) into
+ *      its own slot k%S, inside the slot's sequence line when it fits, and stores k into that line (release);
  *   2. wait: until every peer whose payload it needs has published k (acquire): everyone for all-reduce, all-gather
  *      and reduce-scatter and for the root of a reduce; only the root for a broadcast receiver; nobody for a
- *      broadcast root or a reduce contributor, which return at once;
- *   3. compute: the output is read straight from the peers' regions. Reductions combine the payloads in rank
+ *      broadcast root or a reduce contributor, which return at once and may run up to S-1 operations ahead;
+ *   3. compute: the output is read straight from the peers' slots. Reductions combine the payloads in rank
  *      order (((p0 op p1) op p2) ...), so every rank gets the same bits.
- * A peer can thus run at most one operation ahead, and only on the other parity. No acknowledgements, no locks.
+ * No acknowledgements, no locks: the sequence numbers are the whole protocol.
  * Cost for p ranks and b bytes: one copy of b in, p-1 cache-line round trips (plus b/64 lines per peer beyond the
  * inline size) and the reduction; versus the slot channels: planning, a schedule walk and a descriptor per peer.
  */
@@ -98,7 +97,7 @@ bool Exchange::needs(int r) const {
   }
 }
 
-// A peer "reached" operation s when its line of parity s holds s or more.
+// A peer "reached" operation s when its line of slot s holds s or more.
 bool Exchange::reached(int r, uint64_t s) const {
   return arena_.line(r, s).seq.load(std::memory_order_acquire) >= s;
 }
@@ -106,10 +105,10 @@ bool Exchange::reached(int r, uint64_t s) const {
 bool Exchange::poll() {
   const int me = comm_.rank(), n = comm_.nranks();
   if (!published_) {
-    // This rank's region of parity seq_ was last read by operation seq_-2; every peer is done with it once it has
-    // started seq_-1.
-    for (; seq_ > 1 && prev_ < n; ++prev_)
-      if (prev_ != me && !reached(prev_, seq_ - 1)) return waitMore();
+    // This rank's slot was last read by operation seq_-S; every peer is done with it once it has started seq_-S+1.
+    const uint64_t freedBy = seq_ - (transport::shm::kArenaSlots - 1);
+    for (; seq_ >= transport::shm::kArenaSlots && prev_ < n; ++prev_)
+      if (prev_ != me && !reached(prev_, freedBy)) return waitMore();
     const void* mine = isControl_ ? control_ : publishes(op_, me) ? op_.sendbuf : nullptr;
     if (mine && bytes_) std::memcpy(arena_.payload(me, seq_, bytes_), mine, bytes_);
     arena_.line(me, seq_).seq.store(seq_, std::memory_order_release);
@@ -151,7 +150,8 @@ void Exchange::check() {
 std::string Exchange::missing() const {
   std::string who;
   for (int r = 0; r < comm_.nranks(); ++r) {
-    const bool waiting = published_ ? needs(r) && !reached(r, seq_) : r != comm_.rank() && !reached(r, seq_ - 1);
+    const bool waiting = published_ ? needs(r) && !reached(r, seq_)
+                                    : r != comm_.rank() && !reached(r, seq_ - (transport::shm::kArenaSlots - 1));
     if (waiting) who += (who.empty() ? "" : ", ") + transport::describePeer(comm_.rankInfo()[r]);
   }
   return who.empty() ? "nobody" : who;

@@ -43,8 +43,8 @@ class Exchange {
   bool poll();
   /// The peers that have not published yet, for messages.
   std::string missing() const;
-  /// Rank r's published payload: valid once poll() returned true, until this rank starts its second exchange after
-  /// this one.
+  /// Rank r's published payload: valid once poll() returned true, until this rank publishes its next exchange
+  /// (a peer reuses the slot only after every rank has started a later one).
   const char* payloadOf(int r) const;
 
  private:
@@ -63,7 +63,7 @@ class Exchange {
   bool isControl_ = false;
   const char* path_ = "small one-shot";  // for messages
   bool published_ = false;
-  int prev_ = 0;          // peers below this one have started the previous operation
+  int prev_ = 0;          // peers below this one have started the operation that frees this rank's slot
   int next_ = 0;          // peers below this one have published (or are not needed)
   unsigned failedPolls_ = 0;
   std::chrono::steady_clock::time_point waitingSince_{};

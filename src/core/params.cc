@@ -48,7 +48,7 @@ const std::vector<Param>& all() {
       {"SMALL_MAX_BYTES", "32768",
        "Size of the shared arena of the one-shot path for small collectives when all ranks share a host: the largest per-rank payload it can take (calls also stay under 2 KiB x ranks); 0 = off"},
       {"CMA_MIN_BYTES", "262144",
-       "Collectives of at least this many bytes among processes of one host copy straight between the ranks' buffers (process_vm_readv/writev, when permitted); 0 = never"},
+       "Collectives of at least this many bytes among processes of one host copy straight between the ranks' buffers (process_vm_readv/writev, when permitted); 0 = never. Unset: all-reduce and reduce-scatter from this default, all-gather from 32 KiB, broadcast from 128 KiB"},
       {"TCP_CONNS", "2", "TCP connections per peer; large messages are striped across them"},
       {"TCP_STRIPE_SIZE", "524288", "Bytes per stripe when a tcp message is split across the connections of a peer"},
       {"NET", "", "Preferred network transport for different hosts; accepted for NCCL compatibility, tcp is the only one yet"},

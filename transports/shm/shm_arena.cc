@@ -100,7 +100,7 @@ Arena::~Arena() { munmap(base_, bytes_); }
 
 std::unique_ptr<Arena> Arena::connect(const ConnectContext& ctx, size_t maxBytes, bool crossMemory) {
   const std::string name = ShmTransport::namePrefix(ctx.jobTag) + "-arena";
-  const size_t regionBytes = roundUp(sizeof(Region) + 2 * roundUp(maxBytes, 64), kPage);
+  const size_t regionBytes = roundUp(sizeof(Region) + kArenaSlots * roundUp(maxBytes, 64), kPage);
   size_t bytes = kPage + regionBytes * static_cast<size_t>(ctx.nranks);
   void* base = nullptr;
   // Phase 1: rank 0 creates and initialises (a fresh segment is all zeros: every sequence number starts at 0).
@@ -152,8 +152,8 @@ std::unique_ptr<Arena> Arena::connect(const ConnectContext& ctx, size_t maxBytes
   }
   ctx.bootstrap->allGather(readable.data(), 1);
   arena->crossMemory_ = std::all_of(readable.begin(), readable.end(), [](uint8_t ok) { return ok != 0; });
-  HOCCL_INFO(kShm, "shm: rank {} mapped the small-message arena ({} ranks, {} bytes per parity); single copy between "
-             "processes {}", ctx.rank, ctx.nranks, maxBytes, arena->crossMemory_ ? "allowed" : "not allowed");
+  HOCCL_INFO(kShm, "shm: rank {} mapped the small-message arena ({} ranks, {} slots of {} bytes); single copy between "
+             "processes {}", ctx.rank, ctx.nranks, kArenaSlots, maxBytes, arena->crossMemory_ ? "allowed" : "not allowed");
   return arena;
 }
 

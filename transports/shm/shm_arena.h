@@ -2,10 +2,11 @@
 /// The arena: one shared-memory segment per communicator whose ranks all share a host, with a small region per
 /// rank into which the one-shot collectives for small messages (src/comm/small_coll.h) publish their inputs.
 ///
-/// Layout: a header page (magic, geometry), then one region per rank, regionBytes apart (page aligned):
-///   line[0], line[1]   one cache line each: the sequence number of the last operation this rank published with
-///                      that parity (release store), followed by up to kArenaInlineBytes of its payload
-///   data[0], data[1]   maxBytes each, for payloads that do not fit in the line
+/// Layout: a header page (magic, geometry), then one region per rank, regionBytes apart (page aligned), with
+/// kArenaSlots slots used in turn by consecutive operations (operation s uses slot s % kArenaSlots):
+///   line[0..slots-1]   one cache line each: the sequence number of the last operation this rank published in
+///                      that slot (release store), followed by up to kArenaInlineBytes of its payload
+///   data[0..slots-1]   maxBytes each, for payloads that do not fit in the line
 /// A rank writes only its own region and reads everybody's. Small payloads cost a reader one cache-line transfer.
 #pragma once
 
@@ -21,6 +22,9 @@ namespace hoccl::transport::shm {
 
 /// Payload bytes that travel inside the sequence line itself.
 constexpr size_t kArenaInlineBytes = 56;
+/// Slots per rank: how far (kArenaSlots - 1 operations) a rank that waits for nobody, such as a broadcast root,
+/// may run ahead of the slowest peer.
+constexpr uint64_t kArenaSlots = 4;
 
 /// One cache line of a rank's region: sequence number plus inline payload.
 struct alignas(64) ArenaLine {
@@ -33,7 +37,7 @@ static_assert(sizeof(ArenaLine) == 64, "one arena line per cache line");
 class Arena {
  public:
   /// Collective over ctx (every rank calls it): rank 0 creates and sizes the segment for ctx.nranks regions of
-  /// `maxBytes` payload per parity, the others map it, then the name is removed from /dev/shm. Any rank's failure
+  /// `maxBytes` payload per slot, the others map it, then the name is removed from /dev/shm. Any rank's failure
   /// throws on every rank. With `crossMemory`, the ranks then test whether they can read each other's memory (see
   /// crossMemory()); under Yama's ptrace_scope=1 each rank first allows processes of its user to attach to it, as
   /// Open MPI's shared-memory transport does (what ptrace_scope=0 allows anyway).
@@ -42,12 +46,12 @@ class Arena {
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
-  /// Rank r's line of the given parity (0 or 1).
-  ArenaLine& line(int r, uint64_t parity) const { return region(r)->lines[parity & 1]; }
-  /// Rank r's payload of `bytes` bytes with the given parity: inside its line when it fits, else its data area.
-  char* payload(int r, uint64_t parity, size_t bytes) const {
-    return bytes <= kArenaInlineBytes ? region(r)->lines[parity & 1].inlineData
-                                      : reinterpret_cast<char*>(region(r) + 1) + (parity & 1) * maxBytes_;
+  /// Rank r's line of operation s.
+  ArenaLine& line(int r, uint64_t s) const { return region(r)->lines[s % kArenaSlots]; }
+  /// Rank r's payload of `bytes` bytes for operation s: inside its line when it fits, else its data area.
+  char* payload(int r, uint64_t s, size_t bytes) const {
+    return bytes <= kArenaInlineBytes ? region(r)->lines[s % kArenaSlots].inlineData
+                                      : reinterpret_cast<char*>(region(r) + 1) + (s % kArenaSlots) * maxBytes_;
   }
   /// True when every rank can read and write every other rank's memory (process_vm_readv/writev were probed at
   /// connect on every pair, and all ranks agreed): the single-copy collectives of comm/cma_coll.h may run.
@@ -59,7 +63,7 @@ class Arena {
 
  private:
   struct Region {
-    ArenaLine lines[2];
+    ArenaLine lines[kArenaSlots];
   };
   Arena(std::string name, void* base, size_t bytes, size_t maxBytes, size_t regionBytes);
   Region* region(int r) const { return reinterpret_cast<Region*>(regions_ + static_cast<size_t>(r) * regionBytes_); }
