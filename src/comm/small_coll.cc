@@ -102,13 +102,20 @@ bool Exchange::reached(int r, uint64_t s) const {
   return arena_.line(r, s).seq.load(std::memory_order_acquire) >= s;
 }
 
+uint64_t Exchange::freedBy() const { return seq_ - (transport::shm::kArenaSlots - 1); }
+
+bool Exchange::waitingOn(int r) const {
+  if (r == comm_.rank()) return false;
+  if (!published_) return seq_ >= transport::shm::kArenaSlots && !reached(r, freedBy());
+  return needs(r) && !reached(r, seq_);
+}
+
 bool Exchange::poll() {
   const int me = comm_.rank(), n = comm_.nranks();
   if (!published_) {
     // This rank's slot was last read by operation seq_-S; every peer is done with it once it has started seq_-S+1.
-    const uint64_t freedBy = seq_ - (transport::shm::kArenaSlots - 1);
     for (; seq_ >= transport::shm::kArenaSlots && prev_ < n; ++prev_)
-      if (prev_ != me && !reached(prev_, freedBy)) return waitMore();
+      if (prev_ != me && !reached(prev_, freedBy())) return waitMore();
     const void* mine = isControl_ ? control_ : publishes(op_, me) ? op_.sendbuf : nullptr;
     if (mine && bytes_) std::memcpy(arena_.payload(me, seq_, bytes_), mine, bytes_);
     arena_.line(me, seq_).seq.store(seq_, std::memory_order_release);
@@ -132,9 +139,9 @@ void Exchange::check() {
   if (waitingSince_ == Clock::time_point{}) waitingSince_ = now;
   if (now >= nextLivenessCheck_) {
     nextLivenessCheck_ = now + kLivenessInterval;
-    for (int r = 0; r < comm_.nranks(); ++r) {
+    for (int r = 0; r < comm_.nranks(); ++r) {  // only those it waits for: the others may have finished and left
       const boot::RankInfo& info = comm_.rankInfo()[r];
-      if (r == comm_.rank() || info.pid == getpid() || transport::shm::processAlive(info.pid)) continue;
+      if (!waitingOn(r) || info.pid == getpid() || transport::shm::processAlive(info.pid)) continue;
       throwRemoteError(fmt::format("{}: {} [{}] lost its peer {}: its process has exited or was killed. Look at that "
                                    "rank's output for the cause (crash, OOM kill, abort)",
                                    comm_.describe(), describeOp(op_), path_, transport::describePeer(info)));
@@ -149,11 +156,8 @@ void Exchange::check() {
 
 std::string Exchange::missing() const {
   std::string who;
-  for (int r = 0; r < comm_.nranks(); ++r) {
-    const bool waiting = published_ ? needs(r) && !reached(r, seq_)
-                                    : r != comm_.rank() && !reached(r, seq_ - (transport::shm::kArenaSlots - 1));
-    if (waiting) who += (who.empty() ? "" : ", ") + transport::describePeer(comm_.rankInfo()[r]);
-  }
+  for (int r = 0; r < comm_.nranks(); ++r)
+    if (waitingOn(r)) who += (who.empty() ? "" : ", ") + transport::describePeer(comm_.rankInfo()[r]);
   return who.empty() ? "nobody" : who;
 }
 

@@ -53,6 +53,8 @@ class Exchange {
   bool waitMore();
   bool needs(int r) const;
   bool reached(int r, uint64_t s) const;
+  uint64_t freedBy() const;        // the operation every peer must have started before this rank publishes
+  bool waitingOn(int r) const;     // this rank is waiting for rank r now
 
   Op op_;
   Communicator& comm_;

@@ -3,13 +3,15 @@
 //     path over the shared arena): every survivor gets hocclRemoteError within seconds, naming the dead rank;
 //  2. a rank that stays silent: the others fail after HOCCL_TIMEOUT naming it;
 //  3. after a failure the communicator reports the error from hocclCommGetAsyncError and refuses new work;
-//     hocclCommAbort returns promptly.
+//     hocclCommAbort returns promptly;
+//  4. no false alarm: a rank that exits once its part is done is not blamed by a rank still waiting for another.
 //
 // Usage: mp_failures --transport shm|tcp
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -84,6 +86,21 @@ int silentPeer(int rank, int n, const hocclUniqueId& id) {
   return 0;
 }
 
+// No false alarm: a rank that has nothing to wait for (a reduce contributor, a broadcast root) may finish and exit
+// while another rank still waits for a slow third one; the waiting rank must not blame the rank that left.
+int earlyLeaver(int rank, int n, const hocclUniqueId& id) {
+  hocclComm_t comm;
+  MP_CHECK(rank, hocclCommInitRank(&comm, n, id, rank));
+  const int root = 1, slow = 2;
+  if (rank == slow) std::this_thread::sleep_for(std::chrono::milliseconds(700));  // rank 0 is gone by then
+  double mine = rank + 1, sum = 0;
+  MP_CHECK(rank, hocclReduce(&mine, &sum, 1, hocclDouble, hocclSum, root, comm, nullptr));
+  if (rank == root && sum != n * (n + 1) / 2.0) return fail(rank, "reduce with an early leaver gave a wrong sum");
+  if (rank == 0) std::_Exit(0);  // leave at once, without destroying anything
+  MP_CHECK(rank, hocclCommDestroy(comm));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -103,6 +120,7 @@ int main(int argc, char** argv) {
   int rc2 = runRanks(3, [](int r, int n, const hocclUniqueId& id) { return silentPeer(r, n, id); }, 60);
   unsetenv("HOCCL_TIMEOUT");
   if (rc2 != 0) bad = rc2;
+  if (int rc3 = runRanks(3, [](int r, int n, const hocclUniqueId& id) { return earlyLeaver(r, n, id); }, 60)) bad = rc3;
   std::printf("mp_failures over %s: %s\n", transport.c_str(), bad == 0 ? "PASS" : "FAIL");
   return bad == 0 ? 0 : 1;
 }
