@@ -4,7 +4,8 @@
  * writes: the verifier enforces it). A step is complete when no channel it touched has pending operations. Waiting
  * (sleepNow) spins briefly, then yields, then sleeps on a channel (waitForActivity); on a host with more ranks than
  * cores (8 ranks on 2 cores) it yields at once and keeps yielding, so the peers it waits for get the CPU. Every wait
- * has a deadline (HOCCL_TIMEOUT) and checks the abort flag.
+ * has a deadline (HOCCL_TIMEOUT) and checks the abort flag. A task without a schedule (the one-host fast paths of
+ * comm/small_coll.h and comm/cma_coll.h inside a group) drives itself: it is polled until it says it is done.
  */
 #include "exec/executor.h"
 
@@ -124,7 +125,7 @@ bool advance(Cursor& c) {
       if (t.before) t.before();
       c.started = true;
     }
-    if (t.poll) {  // a self-driven operation (the small one-shot path): no steps, no channels
+    if (t.poll) {  // a self-driven operation (the one-host small and single-copy paths): no steps, no channels
       if (!t.poll()) return moved;
       ++c.task;
       c.started = false;
