@@ -77,7 +77,8 @@ void groupEnd() {
 int groupDepth() { return state().depth; }
 
 float groupSimulatedSeconds() {
-  // Each recorded op, one after the other, priced by the cost model over every rank's schedule.
+  // Each recorded op, one after the other, priced by the cost model over every rank's schedule, or for the one-host
+  // fast paths (which have no schedule) by the same link parameters over what they move.
   const topo::LinkModel model = topo::LinkModel::fromParams();
   double seconds = 0;
   for (const Op& op : state().ops) {
@@ -86,6 +87,17 @@ float groupSimulatedSeconds() {
     if (op.kind != Op::Kind::Collective) {
       auto cls = topology.linkClass(op.comm->rank(), op.peer);
       seconds += model.alpha[cls] + static_cast<double>(op.count * elem) / model.beta[cls];
+      continue;
+    }
+    const double n = op.comm->nranks(), bytes = static_cast<double>(op.count * elem);
+    if (small::eligible(op)) {  // one hand-off, then every rank combines every payload locally
+      seconds += model.alpha[hocclLinkIntraHost] + n * bytes / model.beta[hocclLinkSelf];
+      continue;
+    }
+    if (cma::eligible(op)) {  // two hand-offs around one copy of what crosses (all-reduce: there and back)
+      const double crossing = op.coll == sched::Coll::AllReduce ? 2 * (n - 1) / n * bytes
+                              : op.coll == sched::Coll::Broadcast ? bytes : (n - 1) * bytes;
+      seconds += 2 * model.alpha[hocclLinkIntraHost] + crossing / model.beta[hocclLinkIntraHost];
       continue;
     }
     sched::CollArgs args;

@@ -234,7 +234,10 @@ void run(std::vector<Task>& tasks) {
       for (auto* ch : c.active)
         if (ch->pending()) { ch->waitForActivity(idle < 2000 ? 50 : 200); goto slept; }
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));  // only self-driven tasks wait: nap
+    // Only self-driven tasks wait (their peers publish into shared memory, nothing to sleep on): yield for a while,
+    // as their own waiting policy does, then nap.
+    if (idle < (1u << 17)) sched_yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(50));
   slept:
     if ((idle & 63) == 0 && Clock::now() - lastProgress > timeout) {
       for (Cursor& c : cursors) {

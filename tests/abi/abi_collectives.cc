@@ -271,8 +271,19 @@ void registrationAndErrors(ncclComm_t comm, int rank) {
   expectResult(ncclAllReduce(buf.data(), out.data(), 256, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess,
                "ncclAllReduce in a simulated group");
   expectResult(ncclGroupSimulateEnd(&sim), ncclSuccess, "ncclGroupSimulateEnd");
-  check(sim.estimatedTime >= 0.0f, "estimatedTime %g", sim.estimatedTime);
+  // NCCL reports microseconds: a 1 KiB all-reduce is priced above zero and well below a second.
+  check(sim.estimatedTime > 0.0f && sim.estimatedTime < 1e6f, "estimatedTime %g us for 1 KiB", sim.estimatedTime);
   check(out[0] == -7.0f, "ncclGroupSimulateEnd ran the group");
+  // A 16 MiB all-reduce (another path on one host) must be predicted to take longer than the 1 KiB one.
+  std::vector<float> big(4 << 20, 1.0f), bigOut(4 << 20, -7.0f);
+  ncclSimInfo_t simBig = NCCL_SIM_INFO_INITIALIZER;
+  expectResult(ncclGroupStart(), ncclSuccess, "ncclGroupStart");
+  expectResult(ncclAllReduce(big.data(), bigOut.data(), big.size(), ncclFloat32, ncclSum, comm, nullptr), ncclSuccess,
+               "ncclAllReduce of 16 MiB in a simulated group");
+  expectResult(ncclGroupSimulateEnd(&simBig), ncclSuccess, "ncclGroupSimulateEnd");
+  check(simBig.estimatedTime > sim.estimatedTime, "16 MiB predicted %g us, 1 KiB %g us", simBig.estimatedTime,
+        sim.estimatedTime);
+  check(bigOut[0] == -7.0f, "ncclGroupSimulateEnd ran the 16 MiB group");
 }
 
 void runRank(int r, const ncclUniqueId& id) {
