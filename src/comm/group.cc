@@ -26,30 +26,44 @@ GroupState& state() {
   return s;
 }
 
-// Runs ops; a transport-level failure leaves the communicators unusable, so it is recorded as their async error.
-// A single small (comm/small_coll.h) or single-copy (comm/cma_coll.h) collective skips planning and the executor.
-void execute(const std::vector<Op>& ops) {
+// Runs f on behalf of ops; a transport-level failure leaves their communicators unusable, so it is recorded as
+// their async error.
+template <class F>
+void recordingFailures(const Op* ops, size_t n, F&& f) {
   try {
-    if (ops.size() == 1 && small::eligible(ops[0])) {
-      small::run(ops[0]);
-      return;
-    }
-    if (ops.size() == 1 && cma::eligible(ops[0])) {
-      cma::run(ops[0]);
-      return;
-    }
-    std::vector<exec::Task> tasks = planTasks(ops);
-    exec::run(tasks);
+    f();
   } catch (const Error& e) {
     if (e.code() == hocclRemoteError || e.code() == hocclSystemError || e.code() == hocclInternalError) {
-      for (const Op& op : ops) {
+      for (size_t i = 0; i < n; ++i) {
         int expected = hocclSuccess;
-        op.comm->asyncError.compare_exchange_strong(expected, e.code());
+        ops[i].comm->asyncError.compare_exchange_strong(expected, e.code());
       }
     }
     HOCCL_WARN(kColl, "{}", e.what());
     throw;
   }
+}
+
+// A single small (comm/small_coll.h) or single-copy (comm/cma_coll.h) collective skips planning and the executor;
+// false when op takes neither path.
+bool runFastPath(const Op& op) {
+  if (small::eligible(op)) {
+    recordingFailures(&op, 1, [&] { small::run(op); });
+    return true;
+  }
+  if (cma::eligible(op)) {
+    recordingFailures(&op, 1, [&] { cma::run(op); });
+    return true;
+  }
+  return false;
+}
+
+// Plans ops and runs them on the executor.
+void execute(const std::vector<Op>& ops) {
+  recordingFailures(ops.data(), ops.size(), [&] {
+    std::vector<exec::Task> tasks = planTasks(ops);
+    exec::run(tasks);
+  });
 }
 
 }  // namespace
@@ -60,7 +74,7 @@ void enqueue(const Op& op) {
     s.ops.push_back(op);
     return;
   }
-  execute({op});
+  if (!runFastPath(op)) execute({op});
 }
 
 void groupStart() { ++state().depth; }
@@ -71,6 +85,7 @@ void groupEnd() {
   if (--s.depth > 0) return;
   std::vector<Op> ops;
   ops.swap(s.ops);
+  if (ops.size() == 1 && runFastPath(ops[0])) return;
   if (!ops.empty()) execute(ops);
 }
 
