@@ -14,10 +14,7 @@
 #include <string>
 
 #include "comm/group.h"
-
-namespace hoccl::transport::shm {
-class Arena;
-}
+#include "shm/shm_arena.h"
 
 namespace hoccl::small {
 
@@ -61,7 +58,8 @@ class Exchange {
   transport::shm::Arena& arena_;
   uint64_t seq_;
   size_t bytes_;          // payload each publishing rank puts in its region
-  char control_[56] = {};  // control round: what this rank publishes (finish() computes nothing)
+  // Control round: what this rank publishes (finish() computes nothing).
+  char control_[transport::shm::kArenaInlineBytes] = {};
   bool isControl_ = false;
   const char* path_ = "small one-shot";  // for messages
   bool published_ = false;
