@@ -12,7 +12,7 @@
 
 #include <type_traits>
 
-#include "types.h"
+#include "kernels/types.h"
 
 namespace hoccl {
 

@@ -1,5 +1,5 @@
 // Text, JSON and DOT renderings of a topology and its HO-Ring levels.
-#include "dump.h"
+#include "topology/dump.h"
 
 #include <fmt/format.h>
 

@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "host_hw.h"
-#include "topology.h"
+#include "topology/host_hw.h"
+#include "topology/topology.h"
 
 namespace hoccl::topo {
 

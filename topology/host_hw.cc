@@ -1,6 +1,6 @@
 // Host discovery with hwloc: counts of NUMA nodes, cores and PUs, and the GPUs and NICs among the PCI devices with
 // the NUMA node above each (their locality decides which NIC a rank should use).
-#include "host_hw.h"
+#include "topology/host_hw.h"
 
 #include <hwloc.h>
 #include <unistd.h>

@@ -7,7 +7,7 @@
 // share an oversubscribed uplink and see a fraction of it; a relative threshold needs no absolute numbers and
 // tolerates measurement noise well below a factor of two. Components (rather than cliques) keep a single noisy
 // pair inside a switch from splitting it, as long as the hosts are linked through the others.
-#include "probe_cluster.h"
+#include "topology/probe_cluster.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace hoccl::topo {
 namespace {

@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
-#include "topology.h"
+#include "base/error.h"
+#include "topology/topology.h"
 
 namespace hoccl::topo {
 namespace {

@@ -7,7 +7,7 @@
 //   uneven hosts, equal ranks per switch M: (switch: M ranks of a switch in one ring, spine: S)
 //   otherwise  one flat ring over all ranks, hosts and switches contiguous
 // Levels of size 1 are dropped, so a 1x1xG job is a single host-level ring.
-#include "topology.h"
+#include "topology/topology.h"
 
 #include <unistd.h>
 
@@ -18,9 +18,9 @@
 #include <map>
 #include <numeric>
 
-#include "core/error.h"
-#include "core/log.h"
-#include "core/params.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/params.h"
 
 namespace hoccl::topo {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "boot/bootstrap.h"
+#include "base/boot/bootstrap.h"
 #include "hoccl/hoccl.h"
 
 namespace hoccl::topo {

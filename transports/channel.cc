@@ -2,7 +2,7 @@
 #include <chrono>
 #include <thread>
 
-#include "transport.h"
+#include "transports/transport.h"
 
 namespace hoccl::transport {
 

@@ -2,8 +2,8 @@
 #include <cstring>
 #include <vector>
 
-#include "transport.h"
-#include "transport_util.h"
+#include "transports/transport.h"
+#include "transports/transport_util.h"
 
 namespace hoccl::transport {
 namespace {

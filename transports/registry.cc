@@ -1,9 +1,9 @@
 // The transports of this build, in priority order: shm (unless HOCCL_SHM_DISABLE=1), then tcp, always last.
-#include "registry.h"
+#include "transports/registry.h"
 
-#include "shm/shm_transport.h"
-#include "tcp/tcp_transport.h"
-#include "transport_util.h"
+#include "transports/shm/shm_transport.h"
+#include "transports/tcp/tcp_transport.h"
+#include "transports/transport_util.h"
 
 namespace hoccl::transport {
 

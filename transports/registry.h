@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "transport.h"
+#include "transports/transport.h"
 
 namespace hoccl::transport {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "boot/bootstrap.h"
+#include "base/boot/bootstrap.h"
 
 namespace hoccl::transport {
 

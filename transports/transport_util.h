@@ -10,9 +10,9 @@
 
 #include <fmt/format.h>
 
-#include "boot/bootstrap.h"
-#include "core/error.h"
-#include "core/params.h"
+#include "base/boot/bootstrap.h"
+#include "base/error.h"
+#include "base/params.h"
 
 namespace hoccl::transport {
 

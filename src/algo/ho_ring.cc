@@ -35,7 +35,7 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace hoccl::algo {
 namespace {

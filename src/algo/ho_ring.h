@@ -4,7 +4,7 @@
 #pragma once
 
 #include "sched/schedule.h"
-#include "topology.h"
+#include "topology/topology.h"
 
 namespace hoccl::algo {
 

@@ -8,9 +8,9 @@
 #include "algo/ho_ring.h"
 #include "algo/ring.h"
 #include "algo/tuner.h"
-#include "core/error.h"
-#include "core/log.h"
-#include "core/params.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/params.h"
 
 namespace hoccl::algo {
 namespace {

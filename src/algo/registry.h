@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "sched/schedule.h"
-#include "topology.h"
+#include "topology/topology.h"
 
 namespace hoccl::algo {
 

@@ -10,8 +10,8 @@
 #include <mutex>
 #include <tuple>
 
-#include "core/log.h"
-#include "cost_model.h"
+#include "base/log.h"
+#include "sched/cost_model.h"
 
 namespace hoccl::algo {
 namespace {

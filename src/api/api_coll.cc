@@ -5,7 +5,7 @@
 #include "api/guard.h"
 #include "comm/group.h"
 #include "comm/redop.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "kernels/cpu/reduce.h"
 
 using namespace hoccl;

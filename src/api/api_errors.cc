@@ -2,7 +2,7 @@
 #include <mutex>
 
 #include "api/guard.h"
-#include "core/log.h"
+#include "base/log.h"
 
 namespace hoccl::api {
 namespace {

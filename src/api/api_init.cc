@@ -7,7 +7,7 @@
 
 #include "api/guard.h"
 #include "comm/launcher_env.h"
-#include "core/log.h"
+#include "base/log.h"
 
 using namespace hoccl;
 using hoccl::api::guarded;

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "comm/communicator.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace hoccl::api {
 

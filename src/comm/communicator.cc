@@ -8,11 +8,11 @@
 #include <thread>
 
 #include "comm/topo_probe.h"
-#include "core/error.h"
-#include "core/log.h"
-#include "core/params.h"
-#include "host_hw.h"
-#include "shm/shm_arena.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "topology/host_hw.h"
+#include "transports/shm/shm_arena.h"
 #include "transports/registry.h"
 
 namespace hoccl {

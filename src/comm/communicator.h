@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "algo/registry.h"
-#include "boot/bootstrap.h"
+#include "base/boot/bootstrap.h"
 #include "hoccl/hoccl.h"
-#include "topology.h"
-#include "transport.h"
+#include "topology/topology.h"
+#include "transports/transport.h"
 
 namespace hoccl {
 namespace transport::shm {

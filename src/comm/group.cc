@@ -6,10 +6,10 @@
 #include "comm/plan.h"
 #include "comm/cma_coll.h"
 #include "comm/small_coll.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "algo/registry.h"
-#include "cost_model.h"
+#include "sched/cost_model.h"
 #include "exec/executor.h"
 #include "kernels/cpu/reduce.h"
 

@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace hoccl {
 namespace {

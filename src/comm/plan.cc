@@ -7,9 +7,9 @@
 #include "comm/redop.h"
 #include "comm/cma_coll.h"
 #include "comm/small_coll.h"
-#include "core/error.h"
-#include "core/log.h"
-#include "core/params.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/params.h"
 
 namespace hoccl {
 namespace {

@@ -4,7 +4,7 @@
 #include <map>
 #include <mutex>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace hoccl {
 namespace {

@@ -26,12 +26,12 @@
 
 #include "comm/plan.h"
 #include "comm/redop.h"
-#include "core/error.h"
-#include "core/params.h"
+#include "base/error.h"
+#include "base/params.h"
 #include "kernels/cpu/reduce.h"
-#include "shm/shm_arena.h"
-#include "shm/shm_channel.h"
-#include "transport_util.h"
+#include "transports/shm/shm_arena.h"
+#include "transports/shm/shm_channel.h"
+#include "transports/transport_util.h"
 
 namespace hoccl::small {
 namespace {

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "comm/group.h"
-#include "shm/shm_arena.h"
+#include "transports/shm/shm_arena.h"
 
 namespace hoccl::small {
 

@@ -19,10 +19,10 @@
 #include <thread>
 
 #include "comm/communicator.h"
-#include "core/error.h"
-#include "core/log.h"
-#include "core/params.h"
-#include "probe_cluster.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "topology/probe_cluster.h"
 
 namespace hoccl {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <vector>
 
-#include "boot/bootstrap.h"
-#include "topology.h"
+#include "base/boot/bootstrap.h"
+#include "topology/topology.h"
 
 namespace hoccl {
 

@@ -16,9 +16,9 @@
 #include <cstring>
 #include <algorithm>
 
-#include "core/error.h"
-#include "core/log.h"
-#include "core/params.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/params.h"
 
 namespace hoccl::exec {
 namespace {

@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "api/guard.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "hoccl/paro.h"
 #include "paro/runtime.h"
 

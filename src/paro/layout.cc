@@ -9,7 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace hoccl::paro {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "paro/strategy.h"
-#include "topology.h"
+#include "topology/topology.h"
 
 namespace hoccl::paro {
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <map>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace hoccl::paro {
 

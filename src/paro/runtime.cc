@@ -17,8 +17,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace hoccl::paro {
 

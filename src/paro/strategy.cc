@@ -5,7 +5,7 @@
 
 #include <cctype>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace hoccl::paro {
 

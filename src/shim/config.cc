@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "shim/nccl_abi.h"
 
 namespace hoccl::shim {

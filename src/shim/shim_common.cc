@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "core/log.h"
-#include "core/params.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "shim/cuda_probe.h"
 
 // hoccl's C API uses NCCL's values, so casts between the two are exact. These asserts keep it that way.

@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "hoccl/hoccl.h"
 #include "shim/nccl_abi.h"
 

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "core/log.h"
-#include "core/params.h"
+#include "base/log.h"
+#include "base/params.h"
 #include "shim/config.h"
 #include "shim/shim_common.h"
 

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "shim/config.h"
 
 namespace {

@@ -7,8 +7,8 @@
 #include "algo/ho_ring.h"
 #include "algo/ring.h"
 #include "algo/tuner.h"
-#include "core/error.h"
-#include "cost_model.h"
+#include "base/error.h"
+#include "sched/cost_model.h"
 
 using namespace hoccl;
 using sched::Coll;

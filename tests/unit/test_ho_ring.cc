@@ -13,7 +13,7 @@
 #include "algo/ho_ring.h"
 #include "algo/ring.h"
 #include "sched/verifier.h"
-#include "topology.h"
+#include "topology/topology.h"
 
 using namespace hoccl;
 using sched::Coll;

@@ -8,7 +8,7 @@
 #include <unistd.h>
 #include <set>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "paro/layout.h"
 #include "paro/plan.h"
 #include "paro/strategy.h"

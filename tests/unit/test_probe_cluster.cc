@@ -7,8 +7,8 @@
 #include <random>
 #include <set>
 
-#include "core/error.h"
-#include "probe_cluster.h"
+#include "base/error.h"
+#include "topology/probe_cluster.h"
 
 using namespace hoccl;
 

@@ -10,10 +10,10 @@
 #include <random>
 #include <set>
 
-#include "core/error.h"
-#include "core/params.h"
-#include "host_hw.h"
-#include "topology.h"
+#include "base/error.h"
+#include "base/params.h"
+#include "topology/host_hw.h"
+#include "topology/topology.h"
 
 using namespace hoccl;
 

@@ -25,13 +25,13 @@
 
 #include <fmt/format.h>
 
-#include "boot/bootstrap.h"
-#include "core/error.h"
-#include "net/socket.h"
-#include "registry.h"
-#include "shm/shm_channel.h"
-#include "shm/shm_transport.h"
-#include "tcp/tcp_transport.h"
+#include "base/boot/bootstrap.h"
+#include "base/error.h"
+#include "base/socket.h"
+#include "transports/registry.h"
+#include "transports/shm/shm_channel.h"
+#include "transports/shm/shm_transport.h"
+#include "transports/tcp/tcp_transport.h"
 
 using namespace hoccl;
 using namespace hoccl::transport;

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "core/params.h"
+#include "base/params.h"
 
 extern char** environ;
 

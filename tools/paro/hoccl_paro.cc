@@ -9,7 +9,7 @@
 #include <iostream>
 #include <map>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "report.h"
 
 namespace {

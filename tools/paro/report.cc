@@ -9,7 +9,7 @@
 #include <fstream>
 #include <unistd.h>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace hoccl::paro::tool {
 

@@ -18,8 +18,8 @@
 #include "algo/ho_ring.h"
 #include "algo/ring.h"
 #include "comm/communicator.h"
-#include "cost_model.h"
-#include "dump.h"
+#include "sched/cost_model.h"
+#include "topology/dump.h"
 #include "hoccl/hoccl.h"
 
 using namespace hoccl;

@@ -1,5 +1,5 @@
 // The small-message arena: creation by rank 0, mapping by the others, unlinking (see shm_arena.h).
-#include "shm/shm_arena.h"
+#include "transports/shm/shm_arena.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -17,10 +17,10 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
-#include "core/log.h"
-#include "shm/shm_transport.h"
-#include "transport_util.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "transports/shm/shm_transport.h"
+#include "transports/transport_util.h"
 
 namespace hoccl::transport::shm {
 namespace {

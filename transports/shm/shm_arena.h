@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "transport.h"
+#include "transports/transport.h"
 
 namespace hoccl::transport::shm {
 

@@ -1,5 +1,5 @@
 // The shared-memory channel: segment mapping, the slot ring protocol and futex sleeping (see shm_channel.h).
-#include "shm/shm_channel.h"
+#include "transports/shm/shm_channel.h"
 
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -18,9 +18,9 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
-#include "core/log.h"
-#include "transport_util.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "transports/transport_util.h"
 
 namespace hoccl::transport::shm {
 namespace {

@@ -38,7 +38,7 @@
 #include <string>
 #include <vector>
 
-#include "transport.h"
+#include "transports/transport.h"
 
 namespace hoccl::transport::shm {
 

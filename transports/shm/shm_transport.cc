@@ -10,7 +10,7 @@
 //      and writes the verdict into the segment, where the sender finds it after the all-gather.
 // From step 4 on nothing is left in /dev/shm even if a process dies; a crash between 1 and 4 can leave names behind
 // (they carry the job tag, so they never collide with another job).
-#include "shm/shm_transport.h"
+#include "transports/shm/shm_transport.h"
 
 #include <unistd.h>
 
@@ -20,10 +20,10 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
-#include "core/log.h"
-#include "shm/shm_channel.h"
-#include "transport_util.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "transports/shm/shm_channel.h"
+#include "transports/transport_util.h"
 
 namespace hoccl::transport::shm {
 namespace {

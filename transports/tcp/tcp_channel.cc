@@ -1,5 +1,5 @@
 // The tcp channel: striping of messages over several nonblocking connections (see tcp_channel.h).
-#include "tcp/tcp_channel.h"
+#include "transports/tcp/tcp_channel.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -9,9 +9,9 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
-#include "core/log.h"
-#include "transport_util.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "transports/transport_util.h"
 
 namespace hoccl::transport::tcp {
 

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "net/socket.h"
-#include "transport.h"
+#include "base/socket.h"
+#include "transports/transport.h"
 
 namespace hoccl::transport::tcp {
 

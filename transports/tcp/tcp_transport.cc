@@ -10,7 +10,7 @@
 //      that is not an expected peer, or repeats an index is closed and logged; the wait goes on.
 // Step 3 never waits on step 4 of the same rank: connects complete in the listener's backlog, and the lowest rank
 // has nothing to connect to, so by induction every rank reaches its accept loop.
-#include "tcp/tcp_transport.h"
+#include "transports/tcp/tcp_transport.h"
 
 #include <algorithm>
 #include <set>
@@ -18,10 +18,11 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
-#include "core/log.h"
-#include "tcp/tcp_channel.h"
-#include "transport_util.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "transports/tcp/tcp_channel.h"
+#include "topology/host_hw.h"
+#include "transports/transport_util.h"
 
 namespace hoccl::transport::tcp {
 namespace {
@@ -92,7 +93,7 @@ std::map<int, std::unique_ptr<Channel>> TcpTransport::connect(const ConnectConte
   me.conns = conns_;
   me.stripeBytes = stripeBytes_;
   if (!peerSet.empty() && *peerSet.rbegin() > ctx.rank) {
-    listener = net::listenOn(net::localAddress(), &me.addr);
+    listener = net::listenOn(net::localAddress(topo::thisHost().nearestNic(topo::thisHost().currentNuma)), &me.addr);
     me.listening = 1;
     if (onListening) onListening(me.addr);
   }

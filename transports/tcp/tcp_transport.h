@@ -11,8 +11,8 @@
 #include <memory>
 #include <vector>
 
-#include "net/socket.h"
-#include "transport.h"
+#include "base/socket.h"
+#include "transports/transport.h"
 
 namespace hoccl::transport::tcp {
 

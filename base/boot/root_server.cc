@@ -1,6 +1,6 @@
 // The bootstrap root (see root_server.h). One detached thread per communicator; it owns its sockets and ends by
 // itself when all ranks are gone or the job never assembled.
-#include "boot/root_server.h"
+#include "base/boot/root_server.h"
 
 #include <poll.h>
 #include <unistd.h>
@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include "boot/wire.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/boot/wire.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace hoccl::boot {
 namespace {

@@ -4,8 +4,8 @@
 /// rank disappears or never arrives it tells the others which one, instead of letting them hang.
 #pragma once
 
-#include "boot/bootstrap.h"
-#include "net/socket.h"
+#include "base/boot/bootstrap.h"
+#include "base/socket.h"
 
 namespace hoccl::boot {
 

@@ -1,12 +1,12 @@
 // The parameter registry: every HOCCL_* variable hoccl reads, with its default and a line of documentation.
-#include "core/params.h"
+#include "base/params.h"
 
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace hoccl::params {
 namespace {

@@ -59,8 +59,9 @@ struct Address {
 };
 
 /// The address this host should be reached at: the first interface matching HOCCL_SOCKET_IFNAME (NCCL syntax:
-/// prefix list, ^ excludes, = exact), else the first non-loopback up interface, else loopback. Port 0.
-Address localAddress();
+/// prefix list, ^ excludes, = exact), else `preferredIfname` when it is up (the transports pass the NIC nearest to the
+/// rank's NUMA node), else the first non-loopback up interface, else loopback. Port 0.
+Address localAddress(const std::string& preferredIfname = std::string());
 
 /// Listens on addr (port 0 picks one); returns the socket and sets *bound to the real address.
 Fd listenOn(const Address& addr, Address* bound);

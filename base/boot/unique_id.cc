@@ -3,11 +3,11 @@
 #include <cstring>
 #include <random>
 
-#include "boot/bootstrap.h"
-#include "boot/root_server.h"
-#include "core/error.h"
-#include "core/log.h"
-#include "core/params.h"
+#include "base/boot/bootstrap.h"
+#include "base/boot/root_server.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/params.h"
 
 namespace hoccl::boot {
 namespace {

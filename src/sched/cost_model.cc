@@ -8,7 +8,7 @@
 // flow starts or ends. Every flow also passes its two ranks' ports (a rank moves at most beta(intra-host) bytes
 // per second in and out, whatever the number of flows). Local prims (copy, reduce) of a step run for alpha + bytes / beta(Self), concurrently with
 // the step's messages.
-#include "cost_model.h"
+#include "sched/cost_model.h"
 
 #include <fmt/format.h>
 
@@ -17,8 +17,8 @@
 #include <map>
 #include <queue>
 
-#include "core/error.h"
-#include "core/params.h"
+#include "base/error.h"
+#include "base/params.h"
 
 namespace hoccl::topo {
 namespace {

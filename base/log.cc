@@ -1,5 +1,5 @@
 // Logging: settings read once from the environment (and again on resetFromEnvironment), level checked first.
-#include "core/log.h"
+#include "base/log.h"
 
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/params.h"
+#include "base/params.h"
 
 namespace hoccl::log {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "hoccl/hoccl.h"
-#include "net/socket.h"
+#include "base/socket.h"
 
 namespace hoccl::boot {
 

@@ -10,7 +10,7 @@
 
 #include "hoccl/hoccl.h"
 #include "sched/schedule.h"
-#include "topology.h"
+#include "topology/topology.h"
 
 namespace hoccl::topo {
 

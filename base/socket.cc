@@ -1,5 +1,5 @@
 // Socket helpers: every blocking operation waits with poll() against a deadline, so nothing hangs forever.
-#include "net/socket.h"
+#include "base/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -17,10 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "core/error.h"
-#include "core/log.h"
-#include "core/params.h"
-#include "host_hw.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/params.h"
 
 namespace hoccl::net {
 namespace {
@@ -128,11 +127,10 @@ Address Address::parse(const std::string& hostPort) {
   return a;
 }
 
-Address localAddress() {
+Address localAddress(const std::string& preferredIfname) {
   std::string spec = params::getString("SOCKET_IFNAME");
-  // Without a choice from the user, the NIC nearest (hwloc) to the NUMA node this rank runs on comes first.
-  std::string nearest;
-  if (spec.empty()) nearest = topo::thisHost().nearestNic(topo::thisHost().currentNuma);
+  // Without a choice from the user, the caller's preference (the NIC nearest to this rank's NUMA node) comes first.
+  const std::string nearest = spec.empty() ? preferredIfname : std::string();
   ifaddrs* list = nullptr;
   Address found, loopback, preferred;
   if (getifaddrs(&list) == 0) {

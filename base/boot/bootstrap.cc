@@ -1,13 +1,13 @@
 // Rank side of the bootstrap: one authenticated connection to the root, used for the join and for all-gathers.
-#include "boot/bootstrap.h"
+#include "base/boot/bootstrap.h"
 
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "boot/wire.h"
-#include "core/error.h"
-#include "core/log.h"
+#include "base/boot/wire.h"
+#include "base/error.h"
+#include "base/log.h"
 
 namespace hoccl::boot {
 
