@@ -221,7 +221,7 @@ hocclResult_t hocclCommAbort(hocclComm_t comm) {
       return hocclSuccess;
     }
     if (comm->impl) {
-      comm->impl->aborted = true;
+      comm->impl->health().abort();
       // Operations on other threads notice the flag within a millisecond and leave.
       auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
       while (comm->impl->inFlight.load() > 0 && std::chrono::steady_clock::now() < until)

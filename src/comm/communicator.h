@@ -13,6 +13,7 @@
 
 #include "algo/registry.h"
 #include "base/boot/bootstrap.h"
+#include "base/health.h"
 #include "hoccl/hoccl.h"
 #include "topology/topology.h"
 #include "transports/transport.h"
@@ -75,8 +76,8 @@ class Communicator {
   uint64_t nextSmallSeq() { return ++smallSeq_; }
   /// Name used in messages: "comm <name> rank r/n".
   std::string describe() const;
-  /// Set from any thread by hocclCommAbort; every wait checks it.
-  std::atomic<bool> aborted{false};
+  /// Aborted (hocclCommAbort, any thread) or failed somewhere in the job: every wait checks it (Health::check).
+  Health& health() { return health_; }
   /// The first asynchronous error (hocclSuccess if none).
   std::atomic<int> asyncError{hocclSuccess};
   /// Number of executor runs using this communicator right now (hocclCommAbort waits for them to leave).
@@ -85,6 +86,7 @@ class Communicator {
  private:
   int rank_;
   int nranks_;
+  Health health_;
   std::string name_;
   std::unique_ptr<boot::Bootstrap> bootstrap_;
   topo::Topology topology_;

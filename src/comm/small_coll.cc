@@ -133,8 +133,7 @@ bool Exchange::waitMore() {
 }
 
 void Exchange::check() {
-  if (comm_.aborted.load(std::memory_order_relaxed))
-    throw Error(hocclInvalidUsage, comm_.describe() + ": the communicator was aborted (hocclCommAbort)");
+  comm_.health().check(comm_.describe(), describeOp(op_));
   const auto now = Clock::now();
   if (waitingSince_ == Clock::time_point{}) waitingSince_ = now;
   if (now >= nextLivenessCheck_) {

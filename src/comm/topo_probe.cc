@@ -48,7 +48,7 @@ class Link {
     const auto deadline = Clock::now() + timeout;
     int idle = 0;
     while (ch_.pending() > 0) {
-      if (comm_.aborted.load()) throwRemoteError(fmt::format("{}: topology probe aborted", comm_.describe()));
+      comm_.health().check(comm_.describe(), "topology probe");
       if (ch_.progress()) { idle = 0; continue; }
       if (Clock::now() > deadline)
         throwRemoteError(fmt::format("{}: topology probe ({}) with rank {} timed out after {} s; is that rank alive "

@@ -215,8 +215,7 @@ void run(std::vector<Task>& tasks) {
   while (true) {
     bool allDone = true, moved = false;
     for (Cursor& c : cursors) {
-      if (c.comm->aborted.load(std::memory_order_relaxed))
-        throw Error(hocclInvalidUsage, c.comm->describe() + ": the communicator was aborted (hocclCommAbort)");
+      if (c.comm->health().aborted() || c.comm->health().failed()) c.comm->health().check(c.comm->describe(), "the run");
       moved |= advance(c);
       allDone &= c.done();
     }
