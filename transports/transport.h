@@ -56,7 +56,10 @@ struct ConnectContext {
   std::string jobTag;                    ///< unique per communicator; use it in shared-memory names
 };
 
-/// A transport: says which peers it reaches and builds Channels to them.
+struct ShortcutContext;
+class Shortcut;
+
+/// A transport: says which peers it reaches, builds Channels to them, and may offer collective shortcuts.
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -67,6 +70,10 @@ class Transport {
   /// Connects to every peer in `peers` (those this transport was chosen for). Collective: every rank of the
   /// communicator calls it, in the same order across transports, even with an empty list.
   virtual std::map<int, std::unique_ptr<Channel>> connect(const ConnectContext& ctx, const std::vector<int>& peers) = 0;
+  /// The collective shortcuts (transports/shortcut.h) this transport offers on the communicator; `reachesAll` says
+  /// whether it was chosen for every peer (the same on every rank). Collective: every rank calls it after connect,
+  /// in transport order. Default: none.
+  virtual std::vector<std::unique_ptr<Shortcut>> shortcuts(const ShortcutContext& ctx, bool reachesAll);
 };
 
 }  // namespace hoccl::transport

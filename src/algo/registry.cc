@@ -53,7 +53,8 @@ const Algorithm& byName(const std::string& name) {
   if (want == "horing" || want == "ho-ring") want = "ho_ring";
   for (const auto& a : all())
     if (want == a.name) return a;
-  throwInvalidArgument("unknown algorithm '" + name + "' in HOCCL_ALGO; valid names: " + validNames());
+  throwInvalidArgument("unknown algorithm '" + name + "' in HOCCL_ALGO; valid names: " + validNames() +
+                       ", and the one-host shortcuts " + shortcutNames());
 }
 
 std::vector<const Algorithm*> candidates(const sched::CollArgs& args, const topo::Topology& topo) {
@@ -64,14 +65,14 @@ std::vector<const Algorithm*> candidates(const sched::CollArgs& args, const topo
 }
 
 const Algorithm& choose(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize) {
-  if (auto forced = params::get("ALGO")) {
+  if (auto forced = params::get("ALGO"); forced && *forced != "small" && *forced != "single_copy") {
     const Algorithm& a = byName(*forced);
     if (a.supports(args.coll) && a.applicable(args, topo)) return a;
     HOCCL_INFO(kTuning, "HOCCL_ALGO={} does not apply to {}; using the default", *forced, sched::collName(args.coll));
   }
   auto c = candidates(args, topo);
   if (c.empty()) throwInternalError(std::string("no algorithm implements ") + sched::collName(args.coll));
-  return tune(args, topo, elemSize, c);
+  return *tune(args, topo, elemSize, c).algorithm;
 }
 
 }  // namespace hoccl::algo

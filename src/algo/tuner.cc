@@ -1,17 +1,26 @@
-// Tuner: picks the candidate algorithm with the lowest time predicted by the cost model (topology/cost_model.h)
-// over the schedules of all ranks. Every rank computes the same choice from the same inputs (topology, arguments,
-// HOCCL_LINK_* parameters), so no agreement round is needed; HOCCL_LINK_* must therefore be equal on all ranks.
-// Predictions are cached per (collective, count, element size, root, chunk, topology, candidates). Jobs larger than
-// kMaxSimulatedRanks skip the simulation: HO-Ring when the topology has more than one level and the message is
-// large, else the first candidate.
+/*
+ * The tuner: the one place that chooses what runs a collective call (see tuner.h).
+ *
+ * Schedules: the candidate algorithms' schedules for every rank are simulated by the cost model and the fastest
+ * wins (a later candidate must be more than 1% faster to replace an earlier, preferred one: deterministic ties).
+ * Predictions are cached per (collective, count, element size, root, chunk, in place, topology, candidates). Jobs
+ * larger than kMaxSimulatedRanks skip the simulation: HO-Ring when the topology has more than one level and the
+ * message is large, else the first candidate.
+ * Shortcuts: each transport shortcut that can run the call prices itself with the same link parameters; the
+ * fastest of them and the best schedule are compared, the shortcut winning ties (it was measured faster inside its
+ * operating range, docs/performance.md).
+ * Every rank computes the same choice from the same inputs (topology, arguments, HOCCL_LINK_* and HOCCL_ALGO), so no
+ * agreement round is needed; those parameters must therefore be equal on all ranks.
+ */
 #include "algo/tuner.h"
 
 #include <map>
 #include <mutex>
 #include <tuple>
 
+#include "base/error.h"
 #include "base/log.h"
-#include "sched/cost_model.h"
+#include "base/params.h"
 
 namespace hoccl::algo {
 namespace {
@@ -19,7 +28,7 @@ namespace {
 constexpr int kMaxSimulatedRanks = 64;  // simulating 64 ranks x 2 algorithms takes ~1 s here
 constexpr size_t kMaxCacheEntries = 4096;
 
-using Key = std::tuple<int, int, size_t, size_t, int, size_t, uint64_t, std::string>;
+using Key = std::tuple<int, int, size_t, size_t, int, bool, size_t, uint64_t, std::string>;
 
 uint64_t topologyHash(const topo::Topology& t) {
   std::string s;
@@ -27,64 +36,94 @@ uint64_t topologyHash(const topo::Topology& t) {
   return topo::hashId(s);
 }
 
-const Algorithm& heuristic(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
-                           const std::vector<const Algorithm*>& c) {
+Choice heuristic(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
+                 const std::vector<const Algorithm*>& c) {
   bool large = args.count * elemSize >= (1u << 20);
   if (large && topo::hierarchy(topo).levels() > 1)
     for (const Algorithm* a : c)
-      if (std::string(a->name) == "ho_ring") return *a;
-  return *c.front();
+      if (std::string(a->name) == "ho_ring") return Choice{nullptr, a, 0};
+  return Choice{nullptr, c.front(), 0};
 }
+
+// Read at every decision (decisions are cached per call shape by the communicator, tune() per shape here).
+topo::LinkModel linkModel() { return topo::LinkModel::fromParams(); }
 
 }  // namespace
 
-const Algorithm& tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
-                      const std::vector<const Algorithm*>& c) {
-  if (c.size() == 1) return *c.front();
+topo::Prediction predictAlgorithm(const Algorithm& alg, const sched::CollArgs& args, const topo::Topology& topo,
+                                  size_t elemSize, const topo::LinkModel& model) {
+  std::vector<sched::Schedule> all;
+  all.reserve(static_cast<size_t>(args.nranks));
+  sched::CollArgs each = args;
+  for (int r = 0; r < args.nranks; ++r) {
+    each.rank = r;
+    all.push_back(alg.generate(each, topo));
+  }
+  return topo::predict(all, topo, elemSize, model);
+}
+
+Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
+            const std::vector<const Algorithm*>& c) {
   if (topo.nranks > kMaxSimulatedRanks) return heuristic(args, topo, elemSize, c);
   static std::mutex mutex;
-  static std::map<Key, const Algorithm*> cache;
+  static std::map<Key, Choice> cache;
   std::string names;
   for (const Algorithm* a : c) names += std::string(a->name) + ",";
-  Key key{static_cast<int>(args.coll), args.nranks, args.count, args.chunkCount, args.root, elemSize,
+  Key key{static_cast<int>(args.coll), args.nranks, args.count, args.chunkCount, args.root, args.inPlace, elemSize,
           topologyHash(topo), names};
   {
     std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = cache.find(key); it != cache.end()) return *it->second;
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
   }
-  topo::LinkModel model = topo::LinkModel::fromParams();
-  const Algorithm* best = nullptr;
-  double bestTime = 0;
+  Choice best;
   std::string report;
+  const topo::LinkModel model = linkModel();
   for (const Algorithm* a : c) {
     double seconds;
     try {
-      std::vector<sched::Schedule> all;
-      sched::CollArgs each = args;
-      for (int r = 0; r < args.nranks; ++r) {
-        each.rank = r;
-        all.push_back(a->generate(each, topo));
-      }
-      seconds = topo::predict(all, topo, elemSize, model).seconds;
+      seconds = predictAlgorithm(*a, args, topo, elemSize, model).seconds;
     } catch (const std::exception& e) {
       HOCCL_WARN(kTuning, "cost model failed for {} {} count {}: {}; not considering it", a->name,
                  sched::collName(args.coll), args.count, e.what());
       continue;
     }
     report += fmt::format(" {}={:.1f}us", a->name, seconds * 1e6);
-    // A later candidate must be more than 1% faster to replace an earlier (preferred) one: deterministic ties.
-    if (!best || seconds < bestTime * 0.99) {
-      best = a;
-      bestTime = seconds;
-    }
+    if (!best.algorithm || seconds < best.seconds * 0.99) best = Choice{nullptr, a, seconds};
   }
-  if (!best) best = c.front();
+  if (!best.algorithm) best = Choice{nullptr, c.front(), 0};
   HOCCL_INFO(kTuning, "{} count {} x {} B on {} ranks: predicted{} -> {}", sched::collName(args.coll), args.count,
-             elemSize, args.nranks, report, best->name);
+             elemSize, args.nranks, report, best.algorithm->name);
   std::lock_guard<std::mutex> lock(mutex);
   if (cache.size() >= kMaxCacheEntries) cache.clear();
   cache.emplace(key, best);
-  return *best;
+  return best;
+}
+
+std::string shortcutNames() { return "small, single_copy"; }
+
+Choice decide(const transport::CollCall& call, const sched::CollArgs& args, const topo::Topology& topo,
+              size_t elemSize, const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts) {
+  static const std::string forced = params::getString("ALGO");
+  const bool forcedShortcut = forced == "small" || forced == "single_copy";
+  if (forcedShortcut) {
+    for (const auto& s : shortcuts)
+      if (forced == s->name() && s->canRun(call)) return Choice{s.get(), nullptr, s->predictSeconds(call, linkModel())};
+  } else if (!forced.empty()) {
+    return Choice{nullptr, &choose(args, topo, elemSize), 0};  // an algorithm, or an error listing the valid names
+  }
+  // The schedules first (cached), then any shortcut predicted at least as fast.
+  auto candidates = algo::candidates(args, topo);
+  if (candidates.empty()) throwInternalError(std::string("no algorithm implements ") + sched::collName(args.coll));
+  Choice best = tune(args, topo, elemSize, candidates);
+  if (!forced.empty()) return best;  // a forced shortcut that cannot run this call: the schedules decide
+  const topo::LinkModel model = linkModel();
+  for (const auto& s : shortcuts) {
+    if (!s->canRun(call)) continue;
+    const double seconds = s->predictSeconds(call, model);
+    if (best.shortcut ? seconds < best.seconds : (best.seconds == 0 || seconds <= best.seconds))
+      best = Choice{s.get(), nullptr, seconds};
+  }
+  return best;
 }
 
 }  // namespace hoccl::algo

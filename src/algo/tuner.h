@@ -1,15 +1,44 @@
 /// @file tuner.h
-/// Picks among applicable algorithms by predicted time (cost model over the schedule and link classes).
+/// The one decision point: what runs a collective call — a transport's shortcut (transports/shortcut.h) or an
+/// algorithm's schedule — chosen by predicted time: the shortcuts price themselves, the schedules of every rank are
+/// simulated by the cost model (sched/cost_model.h). HOCCL_ALGO forces an algorithm or a shortcut by name.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "algo/registry.h"
+#include "sched/cost_model.h"
+#include "transports/shortcut.h"
 
 namespace hoccl::algo {
 
-/// The fastest of `candidates` (non-empty) for args on topo with elements of elemSize bytes.
-const Algorithm& tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
-                      const std::vector<const Algorithm*>& candidates);
+/// What runs a call: exactly one of shortcut and algorithm is set.
+struct Choice {
+  transport::Shortcut* shortcut = nullptr;  ///< a transport's shortcut runs the whole call
+  const Algorithm* algorithm = nullptr;     ///< else this algorithm's schedule runs on the executor
+  double seconds = 0;                       ///< predicted time (0 when the cost model was not consulted)
+  /// The name of what was chosen ("small", "single_copy", "ring", ...).
+  const char* name() const { return shortcut ? shortcut->name() : algorithm->name; }
+};
+
+/// The fastest of `candidates` (non-empty) for args on topo with elements of elemSize bytes, with its predicted
+/// time (0 when the job is too large to simulate and a heuristic chose).
+Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
+            const std::vector<const Algorithm*>& candidates);
+
+/// Simulates `alg` for every rank of topo (args.rank is ignored) and predicts the operation.
+topo::Prediction predictAlgorithm(const Algorithm& alg, const sched::CollArgs& args, const topo::Topology& topo,
+                                  size_t elemSize, const topo::LinkModel& model);
+
+/// What runs `call` (args: the same call as the schedules see it; `call.op` is hocclNumOps or above for PreMulSum,
+/// which no shortcut takes). HOCCL_ALGO naming an algorithm forces it (shortcuts are not considered); naming a
+/// shortcut forces it where it can run (else the schedules compete); otherwise every shortcut that can run and the
+/// best schedule are compared by predicted time. The same inputs give the same choice on every rank.
+Choice decide(const transport::CollCall& call, const sched::CollArgs& args, const topo::Topology& topo,
+              size_t elemSize, const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts);
+
+/// Names of the shortcuts HOCCL_ALGO accepts ("small, single_copy").
+std::string shortcutNames();
 
 }  // namespace hoccl::algo

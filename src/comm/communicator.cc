@@ -12,7 +12,6 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "topology/host_hw.h"
-#include "transports/shm/shm_arena.h"
 #include "transports/registry.h"
 
 namespace hoccl {
@@ -37,7 +36,7 @@ boot::RankInfo describeSelf() {
 Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::string name)
     : rank_(rank), nranks_(nranks), name_(std::move(name)) {
   log::setThreadRank(rank);
-  bootstrap_ = std::make_unique<boot::Bootstrap>(id, rank, nranks, describeSelf());
+  bootstrap_ = std::make_unique<boot::Bootstrap>(id, rank, nranks, describeSelf(), &health_);
   topology_ = topo::build(bootstrap_->ranks());
   transports_ = transport::makeTransports();
   // Ranks sharing this machine's CPUs: by real host name, so that emulated hosts (HOCCL_HOSTID) on one machine
@@ -46,7 +45,7 @@ Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::
   for (const auto& info : bootstrap_->ranks()) local += std::strcmp(info.hostname, bootstrap_->ranks()[rank].hostname) == 0;
   oversubscribed_ = local > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
-  transport::ConnectContext ctx;
+  transport::ConnectContext& ctx = connectCtx_;
   ctx.bootstrap = bootstrap_.get();
   ctx.rank = rank;
   ctx.nranks = nranks;
@@ -71,12 +70,18 @@ Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::
     auto channels = transports_[t]->connect(ctx, peersOf[t]);
     for (auto& [peer, ch] : channels) channels_[peer] = std::move(ch);
   }
-  // The small-message arena, when every peer is reached through shared memory (the same answer on every rank).
-  const int64_t smallMax = params::getInt("SMALL_MAX_BYTES");
-  const bool allShm = std::all_of(transportOfPeer_.begin(), transportOfPeer_.end(),
-                                  [](const std::string& t) { return t == "shm" || t == "self"; });
-  if (nranks > 1 && smallMax > 0 && allShm)
-    arena_ = transport::shm::Arena::connect(ctx, static_cast<size_t>(smallMax), params::getInt("CMA_MIN_BYTES") > 0);
+  // The transports' collective shortcuts (every rank asks every transport, in the same order).
+  transport::ShortcutContext sc;
+  sc.connect = &connectCtx_;
+  sc.topology = &topology_;
+  sc.counters = &counters_;
+  sc.health = &health_;
+  sc.who = describe();
+  sc.oversubscribed = oversubscribed_;
+  for (size_t t = 0; t < transports_.size(); ++t) {
+    const bool reachesAll = static_cast<int>(peersOf[t].size()) == nranks - 1;
+    for (auto& s : transports_[t]->shortcuts(sc, reachesAll)) shortcuts_.push_back(std::move(s));
+  }
   // Switches by measurement (HOCCL_TOPO_PROBE=1) when no rank knows its switch; the same decision on every rank.
   if (topoProbeWanted(topology_, bootstrap_->ranks())) topology_ = probeTopology(*this);
   HOCCL_INFO(kInit, "{}: ready ({} hosts, {} switches)", describe(), topology_.nhosts, topology_.nswitches);
@@ -102,15 +107,26 @@ void* Communicator::scratch(size_t bytes) {
   return scratch_.data();
 }
 
-Communicator::Planned Communicator::plan(const sched::CollArgs& args, size_t elemSize) {
-  auto key = std::make_tuple(static_cast<int>(args.coll), args.count, args.root, args.inPlace, args.chunkCount, elemSize);
-  auto it = plans_.find(key);
-  if (it != plans_.end()) return it->second;
-  if (plans_.size() >= 256) plans_.clear();  // bounded: a job rarely uses more distinct call shapes
-  const algo::Algorithm& alg = algo::choose(args, topology_, elemSize);
-  Planned p{&alg, std::make_shared<const sched::Schedule>(alg.generate(args, topology_))};
-  plans_.emplace(key, p);
-  return p;
+const Communicator::Decision& Communicator::decide(const transport::CollCall& call, const sched::CollArgs& args,
+                                                   size_t elemSize) {
+  const DecisionKey key{static_cast<int>(args.coll), args.count, args.root, args.inPlace, args.chunkCount, elemSize,
+                        call.op >= hocclNumOps, static_cast<int>(call.sendKind), static_cast<int>(call.recvKind)};
+  if (lastKey_ && *lastKey_ == key) return *lastDecision_;
+  auto it = decisions_.find(key);
+  if (it == decisions_.end()) {
+    if (decisions_.size() >= 256) {  // bounded: a job rarely uses more distinct call shapes
+      decisions_.clear();
+      lastKey_ = nullptr;
+    }
+    Decision d;
+    d.choice = algo::decide(call, args, topology_, elemSize, shortcuts_);
+    if (d.choice.algorithm)
+      d.schedule = std::make_shared<const sched::Schedule>(d.choice.algorithm->generate(args, topology_));
+    it = decisions_.emplace(key, std::move(d)).first;
+  }
+  lastKey_ = &it->first;
+  lastDecision_ = &it->second;
+  return it->second;
 }
 
 std::string Communicator::describe() const {

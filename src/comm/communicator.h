@@ -12,22 +12,17 @@
 #include <vector>
 
 #include "algo/registry.h"
+#include "algo/tuner.h"
 #include "base/boot/bootstrap.h"
 #include "base/health.h"
 #include "hoccl/hoccl.h"
 #include "topology/topology.h"
+#include "transports/shortcut.h"
 #include "transports/transport.h"
 
 namespace hoccl {
-namespace transport::shm {
-class Arena;
-}
 
-/// Byte counters by link class (atomics: read from any thread).
-struct ByteCounters {
-  std::atomic<unsigned long long> sent[hocclNumLinkClasses] = {};      ///< bytes sent
-  std::atomic<unsigned long long> received[hocclNumLinkClasses] = {};  ///< bytes received
-};
+using topo::ByteCounters;
 
 /// A communicator. Created by CommInitRank / CommSplit; one thread drives it at a time.
 class Communicator {
@@ -59,21 +54,17 @@ class Communicator {
   void* scratch(size_t bytes);
   /// Byte counters.
   ByteCounters& counters() { return counters_; }
-  /// The algorithm chosen for args (HOCCL_ALGO or the tuner) and this rank's schedule, computed once per distinct
-  /// call shape and cached (bounded), so that repeated calls cost a lookup.
-  struct Planned {
-    const algo::Algorithm* algorithm;                ///< the choice
-    std::shared_ptr<const sched::Schedule> schedule;  ///< this rank's schedule under it
+  /// What runs a collective call, chosen once per distinct call shape by the tuner (algo/tuner.h) and cached
+  /// (bounded), so that repeated calls cost a lookup: a shortcut, or an algorithm with this rank's schedule.
+  struct Decision {
+    algo::Choice choice;                              ///< the shortcut or the algorithm
+    std::shared_ptr<const sched::Schedule> schedule;  ///< this rank's schedule when an algorithm was chosen
   };
-  /// See Planned.
-  Planned plan(const sched::CollArgs& args, size_t elemSize);
-  /// The shared arena of the one-shot small-message path (comm/small_coll.h), or null when some peer is on another
-  /// host, the path is off (HOCCL_SMALL_MAX_BYTES=0) or the communicator has one rank.
-  const transport::shm::Arena* arena() const { return arena_.get(); }
-  /// See arena().
-  transport::shm::Arena* arena() { return arena_.get(); }
-  /// Number of the next small one-shot operation (1, 2, ...): the same on every rank for the same call.
-  uint64_t nextSmallSeq() { return ++smallSeq_; }
+  /// See Decision. `call` and `args` describe the same call (args.rank is this rank).
+  const Decision& decide(const transport::CollCall& call, const sched::CollArgs& args, size_t elemSize);
+  /// The collective shortcuts the transports offer on this communicator (transports/shortcut.h), in transport
+  /// priority order; empty when none applies (e.g. ranks on several hosts).
+  const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts() const { return shortcuts_; }
   /// Name used in messages: "comm <name> rank r/n".
   std::string describe() const;
   /// Aborted (hocclCommAbort, any thread) or failed somewhere in the job: every wait checks it (Health::check).
@@ -92,12 +83,15 @@ class Communicator {
   topo::Topology topology_;
   std::vector<std::unique_ptr<transport::Transport>> transports_;
   std::map<int, std::unique_ptr<transport::Channel>> channels_;
-  std::unique_ptr<transport::shm::Arena> arena_;
-  uint64_t smallSeq_ = 0;
+  transport::ConnectContext connectCtx_;  // kept: the shortcuts use it for the communicator's lifetime
+  std::vector<std::unique_ptr<transport::Shortcut>> shortcuts_;
   std::vector<std::string> transportOfPeer_;
   std::vector<char> scratch_;
   bool oversubscribed_ = false;
-  std::map<std::tuple<int, size_t, int, bool, size_t, size_t>, Planned> plans_;
+  using DecisionKey = std::tuple<int, size_t, int, bool, size_t, size_t, bool, int, int>;
+  std::map<DecisionKey, Decision> decisions_;
+  const DecisionKey* lastKey_ = nullptr;  // the most recent decision: repeated identical calls skip the map
+  const Decision* lastDecision_ = nullptr;
   ByteCounters counters_;
 };
 

@@ -9,6 +9,7 @@
 
 #include "comm/communicator.h"
 #include "hoccl/hoccl.h"
+#include "kernels/memory.h"
 #include "sched/schedule.h"
 
 namespace hoccl {
@@ -25,6 +26,8 @@ struct Op {
   hocclRedOp_t op = hocclSum;           ///< reduction (may be a PreMulSum handle)
   int root = 0;                         ///< root for rooted collectives
   int peer = -1;                        ///< peer for Send / Recv
+  kernels::MemoryKind sendKind = kernels::MemoryKind::Host;  ///< where sendbuf lives (classified once, at the edge)
+  kernels::MemoryKind recvKind = kernels::MemoryKind::Host;  ///< where recvbuf lives
 };
 
 /// Runs op now, or records it when a group is open on this thread.

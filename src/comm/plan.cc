@@ -5,11 +5,10 @@
 
 #include "algo/registry.h"
 #include "comm/redop.h"
-#include "comm/cma_coll.h"
-#include "comm/small_coll.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/params.h"
+#include "base/wait.h"
 
 namespace hoccl {
 namespace {
@@ -27,29 +26,21 @@ struct Planned {
   size_t prescaleBytes = 0;  // bytes of scaled input placed at the start of scratch (PreMulSum)
 };
 
-Planned planCollective(const Op& op) {
+Planned planCollective(const Op& op, const Resolved& r) {
   Communicator& comm = *op.comm;
-  const size_t elem = kernels::typeSize(op.dtype);
-  sched::CollArgs args;
-  args.coll = op.coll;
-  args.rank = comm.rank();
-  args.nranks = comm.nranks();
-  args.count = op.count;
-  args.root = op.root;
-  static const size_t chunkBytes = static_cast<size_t>(std::max<int64_t>(1, params::getInt("CHUNK_SIZE")));
-  args.chunkCount = std::max<size_t>(1, chunkBytes / elem);
+  const size_t elem = r.elemSize;
+  const sched::CollArgs& args = r.args;
   auto premul = findPreMulSum(op.op);
-  args.inPlace = isInPlace(op) && !premul;  // a scaled copy of the input is never aliased
-
-  Communicator::Planned choice = comm.plan(args, elem);
+  const Communicator::Decision& choice = *r.decision;
   Planned p;
   p.task.comm = &comm;
   p.task.schedule = choice.schedule;
   // Two pointers: fits std::function's inline storage (no allocation per call). The op outlives the run.
-  p.task.what = [opp = &op, name = choice.algorithm->name] { return describeOp(*opp) + " [" + name + "]"; };
+  p.task.what = [opp = &op, name = choice.choice.algorithm->name] { return describeOp(*opp) + " [" + name + "]"; };
   p.task.binding.elemSize = elem;
   p.task.binding.dtype = op.dtype;
   p.task.binding.op = binOpOf(op.op);
+  p.task.binding.mem = &kernels::memoryOps(op.recvKind);
   p.task.binding.buffers = {const_cast<char*>(static_cast<const char*>(op.sendbuf)), static_cast<char*>(op.recvbuf),
                             nullptr};
   const sched::BufferCounts counts = sched::bufferCounts(args);
@@ -61,9 +52,10 @@ Planned planCollective(const Op& op) {
     const void* input = op.sendbuf;
     size_t n = counts.input;
     hocclDataType_t dt = op.dtype;
-    p.task.before = [pm, input, n, dt, &comm]() {
+    const kernels::MemoryOps* mem = p.task.binding.mem;
+    p.task.before = [pm, input, n, dt, &comm, mem]() {
       const void* scalar = pm.residence == hocclScalarHostImmediate ? pm.value.data() : pm.pointer;
-      kernels::scale(comm.scratch(0), input, n, dt, scalar);
+      mem->scale(comm.scratch(0), input, n, dt, scalar);
     };
   }
   if (op.op == hocclAvg && hasOutput) {
@@ -71,36 +63,28 @@ Planned planCollective(const Op& op) {
     size_t n = counts.output;
     hocclDataType_t dt = op.dtype;
     int divisor = comm.nranks();
-    p.task.after = [out, n, dt, divisor]() { kernels::divide(out, n, dt, divisor); };
+    const kernels::MemoryOps* mem = p.task.binding.mem;
+    p.task.after = [out, n, dt, divisor, mem]() { mem->divide(out, n, dt, divisor); };
   }
   return p;
 }
 
-// One collective by the small one-shot path, driven by the executor's polling (inside a group: every rank makes
-// the same choice for the same call whether or not it sits in a group, so the paths always match).
-Planned planSmall(const Op& op) {
+// One collective by a transport's shortcut, driven by the executor's polling (inside a group: every rank makes the
+// same choice for the same call whether or not it sits in a group, so the paths always match).
+Planned planShortcut(const Op& op, const Resolved& r) {
   Planned p;
   p.task.comm = op.comm;
-  // Created at the first poll, not now: sequence numbers are taken in execution order, as an ungrouped rank does,
-  // also when a single-copy collective (which takes its numbers as it runs) comes first in the group.
-  auto exchange = std::make_shared<std::unique_ptr<small::Exchange>>();
-  p.task.poll = [exchange, opp = &op] {
-    if (!*exchange) *exchange = std::make_unique<small::Exchange>(*opp);
-    return (*exchange)->poll();
+  // Started at the first poll, not now: arena sequence numbers are taken in execution order, as an ungrouped rank
+  // takes them.
+  auto running = std::make_shared<std::unique_ptr<transport::ShortcutOp>>();
+  p.task.poll = [running, shortcut = r.decision->choice.shortcut, call = r.call] {
+    if (!*running) *running = shortcut->start(call);
+    return (*running)->poll();
   };
-  p.task.waitingFor = [exchange] { return *exchange ? (*exchange)->missing() : std::string("nobody"); };
-  p.task.what = [opp = &op] { return describeOp(*opp) + " [small one-shot]"; };
-  return p;
-}
-
-// One collective by the single-copy path (comm/cma_coll.h), driven by the executor's polling like planSmall.
-Planned planCma(const Op& op) {
-  Planned p;
-  p.task.comm = op.comm;
-  auto coll = std::make_shared<cma::Collective>(op);
-  p.task.poll = [coll] { return coll->poll(); };
-  p.task.waitingFor = [coll] { return coll->missing(); };
-  p.task.what = [opp = &op] { return describeOp(*opp) + " [single copy]"; };
+  p.task.waitingFor = [running] { return *running ? (*running)->missing() : std::string("nobody"); };
+  p.task.what = [opp = &op, name = r.decision->choice.shortcut->name()] {
+    return describeOp(*opp) + " [" + name + "]";
+  };
   return p;
 }
 
@@ -170,6 +154,39 @@ PlannedP2P planP2P(Communicator& comm, const std::vector<const Op*>& ops) {
 
 }  // namespace
 
+Resolved resolve(const Op& op) {
+  Communicator& comm = *op.comm;
+  Resolved r;
+  r.elemSize = kernels::typeSize(op.dtype);
+  r.call.coll = op.coll;
+  r.call.sendbuf = op.sendbuf;
+  r.call.recvbuf = op.recvbuf;
+  r.call.count = op.count;
+  r.call.dtype = op.dtype;
+  r.call.op = op.op;
+  r.call.root = op.root;
+  r.call.sendKind = op.sendKind;
+  r.call.recvKind = op.recvKind;
+  r.args.coll = op.coll;
+  r.args.rank = comm.rank();
+  r.args.nranks = comm.nranks();
+  r.args.count = op.count;
+  r.args.root = op.root;
+  static const size_t chunkBytes = static_cast<size_t>(std::max<int64_t>(1, params::getInt("CHUNK_SIZE")));
+  r.args.chunkCount = std::max<size_t>(1, chunkBytes / r.elemSize);
+  r.args.inPlace = isInPlace(op) && op.op < hocclNumOps;  // a PreMulSum's scaled copy of the input is never aliased
+  r.decision = &comm.decide(r.call, r.args, r.elemSize);
+  return r;
+}
+
+void runShortcut(const Op& op, const Resolved& r) {
+  Communicator& comm = *op.comm;
+  InFlightGuard inFlight(comm);
+  std::unique_ptr<transport::ShortcutOp> running = r.decision->choice.shortcut->start(r.call);
+  Backoff backoff(comm.oversubscribed());
+  while (!running->poll()) backoff.pause();
+}
+
 bool isInPlace(const Op& op) {
   const size_t elem = kernels::typeSize(op.dtype);
   const char* s = static_cast<const char*>(op.sendbuf);
@@ -210,10 +227,12 @@ std::vector<exec::Task> planTasks(const std::vector<Op>& ops) {
     colls.clear();
     for (const Op& op : ops) {
       if (op.comm != comm) continue;
-      if (op.kind != Op::Kind::Collective) p2p.push_back(&op);
-      else if (small::eligible(op)) colls.push_back(planSmall(op));
-      else if (cma::eligible(op)) colls.push_back(planCma(op));
-      else colls.push_back(planCollective(op));
+      if (op.kind != Op::Kind::Collective) {
+        p2p.push_back(&op);
+        continue;
+      }
+      const Resolved r = resolve(op);
+      colls.push_back(r.decision->choice.shortcut ? planShortcut(op, r) : planCollective(op, r));
     }
     std::optional<PlannedP2P> p2pTask;
     if (!p2p.empty()) p2pTask = planP2P(*comm, p2p);

@@ -10,6 +10,19 @@
 
 namespace hoccl {
 
+/// A collective op as the tuner, the shortcuts and the schedules see it, and what runs it.
+struct Resolved {
+  transport::CollCall call;                     ///< for the shortcuts
+  sched::CollArgs args;                         ///< for the schedules (this rank)
+  size_t elemSize = 0;                          ///< bytes per element
+  const Communicator::Decision* decision = nullptr;  ///< the tuner's choice (Communicator::decide)
+};
+/// Resolves a validated collective op on its communicator: the one decision of what runs it.
+Resolved resolve(const Op& op);
+
+/// Runs a shortcut op to completion on this thread with the waiting policy of base/wait.h.
+void runShortcut(const Op& op, const Resolved& r);
+
 /// Tasks for ops (all of one communicator or several, in call order): per communicator, its point-to-point ops
 /// become one task first, then one task per collective in order.
 std::vector<exec::Task> planTasks(const std::vector<Op>& ops);

@@ -2,10 +2,11 @@
  * The executor: for each communicator, walk its tasks' steps in order. Posting a step hands every Send and Recv to
  * the peer's channel and runs local Copy/Reduce prims at once (a step never reads what another prim of the same step
  * writes: the verifier enforces it). A step is complete when no channel it touched has pending operations. Waiting
- * (sleepNow) spins briefly, then yields, then sleeps on a channel (waitForActivity); on a host with more ranks than
- * cores (8 ranks on 2 cores) it yields at once and keeps yielding, so the peers it waits for get the CPU. Every wait
- * has a deadline (HOCCL_TIMEOUT) and checks the abort flag. A task without a schedule (the one-host fast paths of
- * comm/small_coll.h and comm/cma_coll.h inside a group) drives itself: it is polled until it says it is done.
+ * spins briefly, then yields, then sleeps on a channel (waitForActivity); on a host with more ranks than cores (8
+ * ranks on 2 cores) it yields at once and keeps yielding, so the peers it waits for get the CPU. Every wait
+ * has a deadline (HOCCL_TIMEOUT) and checks the communicator's health (abort, a failure reported by any rank). A
+ * task without a schedule (a transport's collective shortcut, transports/shortcut.h) drives itself: it is polled
+ * until it says it is done. The waiting policy is base/wait.h's, shared with every other wait.
  */
 #include "exec/executor.h"
 
@@ -19,6 +20,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/params.h"
+#include "base/wait.h"
 
 namespace hoccl::exec {
 namespace {
@@ -81,7 +83,7 @@ void postStep(Cursor& c) {
         target.granule = b.elemSize;
         // Two pointers (the prim lives in the task's schedule): fits std::function's inline storage.
         target.sink = [pp = &p, bp = &b](const void* data, size_t offset, size_t len) {
-          kernels::reduce(at(*bp, pp->dst, pp->dstOff) + offset, at(*bp, pp->src, pp->srcOff) + offset, data,
+          bp->mem->reduce(at(*bp, pp->dst, pp->dstOff) + offset, at(*bp, pp->src, pp->srcOff) + offset, data,
                           len / bp->elemSize, bp->dtype, bp->op);
         };
         ch.postRecv(bytes, std::move(target));
@@ -92,12 +94,12 @@ void postStep(Cursor& c) {
       case sched::PrimKind::Copy: {
         char* dst = at(b, p.dst, p.dstOff);
         const char* src = at(b, p.src, p.srcOff);
-        if (dst != src && bytes) kernels::copy(dst, src, bytes);
+        if (dst != src && bytes) b.mem->copy(dst, src, bytes);
         break;
       }
       case sched::PrimKind::Reduce: {
         char* dst = at(b, p.dst, p.dstOff);
-        if (bytes) kernels::reduce(dst, dst, at(b, p.src, p.srcOff), p.count, b.dtype, b.op);
+        if (bytes) b.mem->reduce(dst, dst, at(b, p.src, p.srcOff), p.count, b.dtype, b.op);
         break;
       }
     }
@@ -163,25 +165,23 @@ bool advance(Cursor& c) {
   return moved;
 }
 
-// The waiting policy after `idle` fruitless polls; true means "sleep on a channel now".
-// With a core per rank: spin (the peer is microseconds away), then yield a little, then sleep.
-// With more ranks than cores on this host: the peer we wait for may need our core, so yield at once and keep
-// yielding (like MPI's yield-when-idle); sleep only after a long wait, to not burn a core on a slow peer.
-bool sleepNow(unsigned idle, bool oversubscribed) {
-  if (oversubscribed) {
-    if (idle < 8) return false;
-    if (idle < 20000) {
-      sched_yield();
-      return false;
-    }
-    return true;
+// Sleeps up to `micros` on one channel that still has pending work (short, so that the others are polled again
+// soon); false when no channel waits (only shortcuts do).
+bool blockOnChannel(std::vector<Cursor>& cursors, int micros) {
+  for (Cursor& c : cursors) {
+    if (c.done()) continue;
+    for (auto* ch : c.active)
+      if (ch->pending()) {
+        ch->waitForActivity(micros);
+        return true;
+      }
   }
-  if (idle < 256) return false;
-  if (idle < 320) {
-    sched_yield();
-    return false;
-  }
-  return true;
+  return false;
+}
+
+// What the cursor runs now, for messages.
+std::string currentWhat(const Cursor& c) {
+  return c.done() ? std::string("the run") : c.tasks[c.task]->what ? c.tasks[c.task]->what() : std::string("a task");
 }
 
 }  // namespace
@@ -209,49 +209,45 @@ void run(std::vector<Task>& tasks) {
   } inFlight(cursors);
   static const auto timeout = std::chrono::seconds(params::getInt("TIMEOUT"));
   Clock::time_point lastProgress{};  // read the clock only once waiting starts: most small calls never wait
-  unsigned idle = 0;
   bool oversubscribed = false;
   for (const Cursor& c : cursors) oversubscribed |= c.comm->oversubscribed();
+  Backoff backoff(oversubscribed);
   while (true) {
     bool allDone = true, moved = false;
     for (Cursor& c : cursors) {
-      if (c.comm->health().aborted() || c.comm->health().failed()) c.comm->health().check(c.comm->describe(), "the run");
+      Health& health = c.comm->health();
+      if (health.aborted() || health.failed()) health.check(c.comm->describe(), currentWhat(c));
       moved |= advance(c);
       allDone &= c.done();
     }
     if (allDone) return;
     if (moved) {
-      idle = 0;
+      backoff.reset();
       lastProgress = {};
       continue;
     }
-    if (idle++ == 0 && lastProgress == Clock::time_point{}) lastProgress = Clock::now();
-    if (!sleepNow(idle, oversubscribed)) continue;
-    // Sleep on one channel that still waits; short, so that the other channels are polled again soon.
-    for (Cursor& c : cursors) {
-      if (c.done()) continue;
-      for (auto* ch : c.active)
-        if (ch->pending()) { ch->waitForActivity(idle < 2000 ? 50 : 200); goto slept; }
+    if (backoff.idle() == 0 && lastProgress == Clock::time_point{}) lastProgress = Clock::now();
+    const WaitAction action = backoff.next();
+    if (action == WaitAction::Spin) {
+      Backoff::cpuRelax();
+      continue;
     }
-    // Only self-driven tasks wait (their peers publish into shared memory, nothing to sleep on): yield for a while,
-    // as their own waiting policy does, then nap.
-    if (idle < (1u << 17)) sched_yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(50));
-  slept:
-    if ((idle & 63) == 0 && Clock::now() - lastProgress > timeout) {
+    if (action == WaitAction::Yield) {
+      sched_yield();
+    } else if (!blockOnChannel(cursors, backoff.blockMicros())) {
+      // Only shortcuts wait (their peers publish into shared memory, nothing to sleep on): a short nap.
+      std::this_thread::sleep_for(std::chrono::microseconds(backoff.blockMicros()));
+    }
+    if ((backoff.idle() & 63) == 0 && Clock::now() - lastProgress > timeout) {
       for (Cursor& c : cursors) {
         if (c.done()) continue;
         Task& t = *c.tasks[c.task];
-        if (t.poll)
-          throw Error(hocclRemoteError, fmt::format("{}: {} made no progress for {} s, waiting for {}. That peer is "
-                                                    "stuck, dead or calling a different operation; check its log. "
-                                                    "Raise HOCCL_TIMEOUT if it is only slow.", c.comm->describe(),
-                                                    t.what(), timeout.count(), t.waitingFor()));
+        if (t.poll) throw Error(hocclRemoteError, silentPeerMessage(c.comm->describe(), t.what(), timeout.count(),
+                                                                    t.waitingFor()));
         throw Error(hocclRemoteError,
-                    fmt::format("{}: {} step {}/{} made no progress for {} s, waiting for {}. That peer is stuck, dead "
-                                "or calling a different operation; check its log. Raise HOCCL_TIMEOUT if it is only "
-                                "slow.", c.comm->describe(), t.what(), c.step + 1, t.schedule->steps.size(),
-                                timeout.count(), pendingPeers(c)));
+                    silentPeerMessage(c.comm->describe(),
+                                      fmt::format("{} step {}/{}", t.what(), c.step + 1, t.schedule->steps.size()),
+                                      timeout.count(), pendingPeers(c)));
       }
     }
   }

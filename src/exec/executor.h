@@ -11,6 +11,7 @@
 
 #include "comm/communicator.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/memory.h"
 #include "sched/schedule.h"
 
 namespace hoccl::exec {
@@ -21,13 +22,14 @@ struct Binding {
   size_t elemSize = 1;                 ///< bytes per element of every buffer
   hocclDataType_t dtype = hocclUint8;  ///< element type for reductions
   kernels::BinOp op = kernels::BinOp::Sum;  ///< reduction for RecvReduce / Reduce
+  const kernels::MemoryOps* mem = &kernels::hostMemoryOps();  ///< copies and reductions for the buffers' memory kind
 };
 
 /// One schedule to run on one communicator, or (schedule null, poll set) an operation that drives itself.
 struct Task {
   Communicator* comm = nullptr;     ///< where it runs
   std::shared_ptr<const sched::Schedule> schedule;  ///< what to do (this rank's part; may be shared via a cache)
-  std::function<bool()> poll;       ///< instead of a schedule: called until it returns true (never blocks)
+  std::function<bool()> poll;       ///< instead of a schedule (a transport shortcut): called until true, never blocks
   std::function<std::string()> waitingFor;  ///< with poll: the peers it still waits for, for the timeout message
   Binding binding;                  ///< on which memory
   std::function<std::string()> what;  ///< "AllReduce(count=.., float, sum) [ring]", built only for messages

@@ -10,27 +10,10 @@
 
 #include "hoccl/hoccl.h"
 #include "sched/schedule.h"
+#include "topology/link_model.h"
 #include "topology/topology.h"
 
 namespace hoccl::topo {
-
-/// Link parameters. Bandwidths in bytes per second, latencies in seconds.
-struct LinkModel {
-  /// Per message start-up cost, by link class (Self: per local copy/reduce prim).
-  double alpha[hocclNumLinkClasses] = {0.1e-6, 2e-6, 15e-6, 20e-6};
-  /// Peak rate of one flow, by link class (Self: local copy/reduce rate).
-  double beta[hocclNumLinkClasses] = {10e9, 8e9, 1.2e9, 1.2e9};
-  /// Capacity of one host's NIC per direction, shared by all flows leaving (or entering) the host.
-  double nic = 1.2e9;
-  /// Capacity of one switch's uplink per direction, shared by all flows leaving (or entering) the switch.
-  double spine = 1.2e9;
-  /// The defaults overridden by HOCCL_LINK_BW_{SELF,INTRA_HOST,INTRA_SWITCH,INTER_SWITCH} (MB/s) and
-  /// HOCCL_LINK_LAT_{SELF,INTRA_HOST,INTRA_SWITCH,INTER_SWITCH} (microseconds). The NIC takes the intra-switch
-  /// bandwidth, the spine uplink the inter-switch bandwidth. Throws InvalidArgument on a non-positive value.
-  static LinkModel fromParams();
-  /// One line for logs: "self 10.0 GB/s 1.0 us, intra-host ...".
-  std::string describe() const;
-};
 
 /// What the model predicts for one operation.
 struct Prediction {
@@ -44,8 +27,5 @@ struct Prediction {
 /// the schedules do not match (a send without a receive, different counts) or deadlock.
 Prediction predict(const std::vector<sched::Schedule>& schedules, const Topology& topo, size_t elemSize,
                    const LinkModel& model);
-
-/// Name of a link class ("self", "intra-host", "intra-switch", "inter-switch").
-const char* linkClassName(hocclLinkClass_t c);
 
 }  // namespace hoccl::topo

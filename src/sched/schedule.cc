@@ -2,20 +2,6 @@
 
 namespace hoccl::sched {
 
-const char* collName(Coll coll) {
-  switch (coll) {
-    case Coll::AllReduce: return "AllReduce";
-    case Coll::Broadcast: return "Broadcast";
-    case Coll::Reduce: return "Reduce";
-    case Coll::AllGather: return "AllGather";
-    case Coll::ReduceScatter: return "ReduceScatter";
-    case Coll::AlltoAll: return "AlltoAll";
-    case Coll::Gather: return "Gather";
-    case Coll::Scatter: return "Scatter";
-  }
-  return "?";
-}
-
 BufferCounts bufferCounts(const CollArgs& a) {
   const size_t n = static_cast<size_t>(a.nranks);
   switch (a.coll) {

@@ -1,7 +1,7 @@
 /// @file schedule.h
 /// "One schedule, three interpreters": every algorithm is a pure function that produces, for one rank, an ordered
 /// list of steps. The executor (src/exec) runs it over transports, the verifier (src/sched/verifier.h) runs all
-/// ranks in memory, and the cost model (topology/) prices it.
+/// ranks in memory, and the cost model (sched/cost_model.h) prices it.
 ///
 /// Semantics, which every interpreter implements identically:
 /// - Buffers are named by a small index into a binding table. Collectives use kInput, kOutput, kScratch; a group
@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "base/collective.h"
 
 namespace hoccl::sched {
 
@@ -80,11 +82,9 @@ inline Prim reduceLocal(uint16_t src, size_t srcOff, uint16_t dst, size_t dstOff
   return Prim{PrimKind::Reduce, -1, src, dst, srcOff, dstOff, count};
 }
 
-/// The collectives that algorithms generate schedules for.
-enum class Coll : uint8_t { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AlltoAll, Gather, Scatter };
-
-/// Name of a collective ("AllReduce", ...).
-const char* collName(Coll coll);
+/// The collectives that algorithms generate schedules for (base/collective.h).
+using hoccl::Coll;
+using hoccl::collName;
 
 /// What a schedule generator needs to know. Counts are in elements, as the C API takes them:
 /// AllReduce/Broadcast/Reduce: count per buffer; AllGather: sendcount; ReduceScatter: recvcount;

@@ -215,31 +215,12 @@ struct ScopedEnv {
   ~ScopedEnv() { unsetenv(name.c_str()); }
 };
 
-/// A transport and how it is configured for a test.
+/// A transport under test.
 struct Mode {
   Kind kind;
   const char* label;
-  const char* singleCopyMin;  ///< HOCCL_SHM_SINGLE_COPY_MIN for this mode
 };
-const Mode kModes[] = {{Kind::Shm, "shm", "1048576"}, {Kind::Shm, "shm through slots only", "0"},
-                       {Kind::Tcp, "tcp", "1048576"}};
-
-/// True if this machine lets a process read a sibling's memory (no Yama restriction).
-bool singleCopyPossible() {
-  std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
-  int scope = 0;
-  return !(yama >> scope) || scope == 0;
-}
-
-/// Checks that every shm channel of st uses single copy exactly when expected.
-void expectSingleCopy(const RankState& st, bool expected) {
-  for (auto& [p, ch] : st.channels) {
-    auto* shmChannel = dynamic_cast<shm::ShmChannel*>(ch.get());
-    if (shmChannel && shmChannel->singleCopy() != expected)
-      throw std::runtime_error(fmt::format("channel to rank {}: single copy is {}, expected {}", p,
-                                           shmChannel->singleCopy(), expected));
-  }
-}
+const Mode kModes[] = {{Kind::Shm, "shm"}, {Kind::Tcp, "tcp"}};
 
 const std::vector<size_t> kSizes = {0, 1, 7, 4096, (1u << 20) + 3, 64u << 20};
 
@@ -379,7 +360,6 @@ TEST_CASE("transports between threads: sizes 0..64 MiB, both directions", "[tran
   for (const Mode& mode : kModes) {
     DYNAMIC_SECTION(mode.label) {
       Kind kind = mode.kind;
-      ScopedEnv env("HOCCL_SHM_SINGLE_COPY_MIN", mode.singleCopyMin);
       auto id = boot::createUniqueId();
       std::string jobTag;
       auto errors = runThreads(2, [&](int r) {
@@ -388,7 +368,6 @@ TEST_CASE("transports between threads: sizes 0..64 MiB, both directions", "[tran
         st.boot->barrier();
         if (kind == Kind::Shm && leftoverSegments(st.jobTag) != 0)
           throw std::runtime_error("segments left in /dev/shm after connect");
-        expectSingleCopy(st, std::string(mode.singleCopyMin) != "0");
         exchangeSizes(st, r);
       });
       INFO(firstError(errors));
@@ -410,7 +389,7 @@ TEST_CASE("transports between threads: many messages in flight, sinks get granul
     }
   }
   SECTION("small rings and stripes: shm 2 slots of 4 KiB, tcp 3 connections with 4 KiB stripes") {
-    ScopedEnv a("HOCCL_SHM_SLOTS", "2"), b("HOCCL_SHM_SLOT_SIZE", "4096"), e("HOCCL_SHM_SINGLE_COPY_MIN", "0");
+    ScopedEnv a("HOCCL_SHM_SLOTS", "2"), b("HOCCL_SHM_SLOT_SIZE", "4096");
     ScopedEnv c("HOCCL_TCP_CONNS", "3"), d("HOCCL_TCP_STRIPE_SIZE", "4096");
     for (Kind kind : {Kind::Shm, Kind::Tcp}) {
       auto id = boot::createUniqueId();
@@ -428,11 +407,9 @@ TEST_CASE("transports between processes: sizes, then many messages among 8 ranks
   for (const Mode& mode : kModes) {
     Kind kind = mode.kind;
     DYNAMIC_SECTION(mode.label << " sizes") {
-      ScopedEnv env("HOCCL_SHM_SINGLE_COPY_MIN", mode.singleCopyMin);
       auto id = boot::createUniqueId();
       auto results = runProcesses(2, [&](int r) {
         RankState st = connectRank(id, r, 2, kind);
-        expectSingleCopy(st, std::string(mode.singleCopyMin) != "0" && singleCopyPossible());
         exchangeSizes(st, r);
         st.boot->barrier();  // keep the channels open until the peer is done too
         return std::string();
@@ -440,7 +417,6 @@ TEST_CASE("transports between processes: sizes, then many messages among 8 ranks
       INFO(firstError(results));
       CHECK(firstError(results).empty());
     }
-    if (std::string(mode.singleCopyMin) == "0") continue;
     DYNAMIC_SECTION(mode.label << " many, 8 ranks on 2 cores") {
       auto id = boot::createUniqueId();
       auto results = runProcesses(8, [&](int r) {
@@ -459,7 +435,6 @@ TEST_CASE("a peer process killed mid-transfer is reported, naming it, within sec
   for (const Mode& mode : kModes) {
     Kind kind = mode.kind;
     DYNAMIC_SECTION(mode.label) {
-      ScopedEnv env("HOCCL_SHM_SINGLE_COPY_MIN", mode.singleCopyMin);
       auto id = boot::createUniqueId();
       // Rank 1 receives a few 1 MiB messages of an endless stream, notes the time and dies by SIGKILL. Rank 0 keeps
       // sending and also waits for a message from rank 1 that never comes; it must fail with a RemoteError.
@@ -551,7 +526,6 @@ TEST_CASE("tcp: connections without the job secret are dropped, real ones still 
 TEST_CASE("streaming bandwidth between two processes (64 MiB messages)", "[.bench]") {
   for (const Mode& mode : kModes) DYNAMIC_SECTION(mode.label) {
     Kind kind = mode.kind;
-    ScopedEnv env("HOCCL_SHM_SINGLE_COPY_MIN", mode.singleCopyMin);
     auto id = boot::createUniqueId();
     const size_t bytes = 64u << 20;
     const int iters = 20;

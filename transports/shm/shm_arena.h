@@ -1,11 +1,13 @@
 /// @file shm_arena.h
 /// The arena: one shared-memory segment per communicator whose ranks all share a host, with a small region per
-/// rank into which the one-shot collectives for small messages (src/comm/small_coll.h) publish their inputs.
+/// rank into which the shm shortcuts publish: the one-shot collectives for small messages (shm_small.h) their
+/// inputs, single copy (shm_single_copy.h) its buffer addresses and sizes.
 ///
 /// Layout: a header page (magic, geometry), then one region per rank, regionBytes apart (page aligned), with
 /// kArenaSlots slots used in turn by consecutive operations (operation s uses slot s % kArenaSlots):
 ///   line[0..slots-1]   one cache line each: the sequence number of the last operation this rank published in
-///                      that slot (release store), followed by up to kArenaInlineBytes of its payload
+///                      that slot (release store), the stamp of the call it published for (so that readers check
+///                      they agree on the call before using the payload), then up to kArenaInlineBytes of payload
 ///   data[0..slots-1]   maxBytes each, for payloads that do not fit in the line
 /// A rank writes only its own region and reads everybody's. Small payloads cost a reader one cache-line transfer.
 #pragma once
@@ -21,14 +23,34 @@
 namespace hoccl::transport::shm {
 
 /// Payload bytes that travel inside the sequence line itself.
-constexpr size_t kArenaInlineBytes = 56;
+constexpr size_t kArenaInlineBytes = 40;
 /// Slots per rank: how far (kArenaSlots - 1 operations) a rank that waits for nobody, such as a broadcast root,
 /// may run ahead of the slowest peer.
 constexpr uint64_t kArenaSlots = 4;
 
-/// One cache line of a rank's region: sequence number plus inline payload.
+/// What a rank says it is doing when it publishes: readers compare it with their own call before they use the
+/// payload (or, for single copy, before they touch the publisher's buffers).
+struct CallStamp {
+  uint8_t protocol = 0;  ///< which shortcut and round published (shm_small.h: Protocol)
+  uint8_t coll = 0;      ///< hoccl::Coll
+  uint8_t dtype = 0;     ///< hocclDataType_t
+  uint8_t op = 0;        ///< hocclRedOp_t (built-in)
+  int32_t root = 0;      ///< root of a rooted collective, else 0
+  uint64_t count = 0;    ///< count as the C API takes it
+  /// Field by field.
+  bool operator==(const CallStamp& o) const {
+    return protocol == o.protocol && coll == o.coll && dtype == o.dtype && op == o.op && root == o.root &&
+           count == o.count;
+  }
+  /// Field by field.
+  bool operator!=(const CallStamp& o) const { return !(*this == o); }
+};
+static_assert(sizeof(CallStamp) == 16, "a call stamp takes 16 bytes of the line");
+
+/// One cache line of a rank's region: sequence number, call stamp and inline payload.
 struct alignas(64) ArenaLine {
   std::atomic<uint64_t> seq;                          ///< number of the last operation published in this line
+  CallStamp stamp;                                    ///< the call that operation belongs to
   alignas(8) char inlineData[kArenaInlineBytes];      ///< payload of that operation when it fits
 };
 static_assert(sizeof(ArenaLine) == 64, "one arena line per cache line");
@@ -54,7 +76,7 @@ class Arena {
                                       : reinterpret_cast<char*>(region(r) + 1) + (s % kArenaSlots) * maxBytes_;
   }
   /// True when every rank can read and write every other rank's memory (process_vm_readv/writev were probed at
-  /// connect on every pair, and all ranks agreed): the single-copy collectives of comm/cma_coll.h may run.
+  /// connect on every pair, and all ranks agreed): the single-copy collectives of shm_single_copy.h may run.
   bool crossMemory() const { return crossMemory_; }
   /// Largest payload a rank may publish.
   size_t maxBytes() const { return maxBytes_; }

@@ -27,9 +27,6 @@ namespace {
 
 constexpr uint64_t kSegmentMagic = 0x6d68736c63636f68ULL;  // "hocclshm" in little-endian bytes
 constexpr auto kPeerCheckInterval = std::chrono::milliseconds(100);
-constexpr uint64_t kSegmentProbe = 0x65626f72706d6873ULL;  // what a receiver expects to read through its probe
-const volatile uint64_t gProbeWord = kSegmentProbe;
-constexpr size_t kSingleCopyChunk = 4u << 20;            // bytes one progress() call copies for a direct receive
 
 long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
   static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex word must be a plain 32-bit word");
@@ -108,8 +105,6 @@ std::unique_ptr<Segment> Segment::create(const std::string& name, uint32_t slotB
   h->sender = sender;
   h->receiver = receiver;
   h->senderPid = getpid();
-  h->probeAddress = reinterpret_cast<uint64_t>(&gProbeWord);
-  h->singleCopy.store(0, std::memory_order_relaxed);
   h->head.store(0, std::memory_order_relaxed);
   for (auto& info : h->info) info.seq.store(0, std::memory_order_relaxed);
   h->tail.store(0, std::memory_order_relaxed);
@@ -169,34 +164,16 @@ bool processAlive(int pid) {
   return state != 'Z' && state != 'X' && state != 'x';
 }
 
-void probeSender(SegmentHeader* in) {
-  uint32_t ok = 0;
-  if (in->senderPid == getpid()) {
-    ok = 1;  // a thread of this process: the sender's buffers are in our address space
-  } else {
-    uint64_t word = 0;
-    iovec local{&word, sizeof(word)};
-    iovec remote{reinterpret_cast<void*>(in->probeAddress), sizeof(word)};
-    ok = process_vm_readv(in->senderPid, &local, 1, &remote, 1, 0) == sizeof(word) && word == kSegmentProbe;
-    if (!ok)
-      HOCCL_INFO(kShm, "shm: cannot read the memory of pid {} ({}); rank {} -> rank {} copies through slots", in->senderPid,
-                 std::strerror(errno), in->sender, in->receiver);
-  }
-  in->singleCopy.store(ok, std::memory_order_release);
-}
-
 // ---- ShmChannel ----
 
 ShmChannel::ShmChannel(const boot::RankInfo& self, const boot::RankInfo& peerInfo, bool checkPid,
-                       std::unique_ptr<Segment> out, std::unique_ptr<Segment> in, size_t singleCopyMin)
+                       std::unique_ptr<Segment> out, std::unique_ptr<Segment> in)
     : self_(self), peer_(peerInfo), checkPid_(checkPid), out_(std::move(out)), in_(std::move(in)) {
   outHdr_ = out_->header();
   inHdr_ = in_->header();
   outHead_ = outHdr_->head.load(std::memory_order_relaxed);
   inTail_ = inHdr_->tail.load(std::memory_order_relaxed);
   nextCheck_ = std::chrono::steady_clock::now() + kPeerCheckInterval;
-  samePid_ = !checkPid;
-  if (singleCopyMin > 0 && outHdr_->singleCopy.load(std::memory_order_acquire)) singleCopyMin_ = singleCopyMin;
 }
 
 ShmChannel::~ShmChannel() = default;
@@ -222,26 +199,7 @@ bool ShmChannel::progressSends() {
   while (!sends_.empty()) {
     PendingSend& s = sends_.front();
     uint64_t tail = outHdr_->tail.load(std::memory_order_acquire);
-    if (s.descriptorPosted) {
-      if (tail <= s.descriptorSlot) break;  // the receiver is still copying from our buffer
-      sends_.pop_front();
-      moved = true;
-      continue;
-    }
     if (outHead_ - tail >= slots) break;  // ring full
-    if (singleCopyMin_ && s.done == 0 && s.bytes >= singleCopyMin_) {
-      SingleCopyDescriptor d{reinterpret_cast<uint64_t>(s.data), s.bytes};
-      std::memcpy(out_->slot(outHead_), &d, sizeof(d));
-      SlotInfo& info = outHdr_->info[outHead_ % slots];
-      info.bytes = 0;
-      info.last = 1;
-      info.kind = kSlotDescriptor;
-      s.descriptorPosted = true;
-      s.descriptorSlot = outHead_;
-      publish(info);
-      moved = true;
-      continue;
-    }
     size_t n = std::min<size_t>(slotBytes, s.bytes - s.done);
     SlotInfo& info = outHdr_->info[outHead_ % slots];
     const bool inlined = s.done == 0 && n <= kInlineBytes;
@@ -264,20 +222,6 @@ bool ShmChannel::progressRecvs() {
     const SlotInfo& info = inHdr_->info[inTail_ % slots];
     if (info.seq.load(std::memory_order_acquire) != inTail_ + 1) break;  // nothing published
     PendingRecv& r = recvs_.front();
-    if (info.kind == kSlotDescriptor) {
-      SingleCopyDescriptor d;
-      std::memcpy(&d, in_->slot(inTail_), sizeof(d));
-      if (d.bytes != r.bytes)
-        throwInternalError(fmt::format("shm: message size mismatch with {}: a receive of {} bytes met a message of "
-                                       "{} bytes; the two ranks' collective calls differ (count, type or order)",
-                                       describePeer(peer_), r.bytes, d.bytes));
-      readSingleCopy(r, d);
-      moved = true;
-      if (r.done < r.bytes) break;  // more next time: one chunk per call keeps progress() short
-      inHdr_->tail.store(++inTail_, std::memory_order_release);
-      recvs_.pop_front();
-      continue;
-    }
     bool endsHere = r.done + info.bytes == r.bytes;
     if (info.bytes == 0 || r.done + info.bytes > r.bytes || endsHere != (info.last != 0))
       throwInternalError(fmt::format("shm: message size mismatch with {}: a receive of {} bytes (got {} so far) met a "
@@ -295,45 +239,6 @@ bool ShmChannel::progressRecvs() {
     if (r.done == r.bytes) recvs_.pop_front();
   }
   return moved;
-}
-
-void ShmChannel::readSingleCopy(PendingRecv& r, const SingleCopyDescriptor& d) {
-  const uint64_t src = d.address + r.done;
-  if (samePid_ && !r.target.direct) {  // the sender is a thread of this process: reduce straight from its buffer
-    size_t n = std::min(kSingleCopyChunk, r.bytes - r.done);
-    r.target.sink(reinterpret_cast<const void*>(src), r.done, n);
-    r.done += n;
-    return;
-  }
-  size_t n = std::min(r.target.direct ? kSingleCopyChunk : inHdr_->slotBytes, r.bytes - r.done);
-  char* dst = nullptr;
-  if (r.target.direct) {
-    dst = static_cast<char*>(r.target.direct) + r.done;
-  } else {
-    if (staging_.size() < n) staging_.resize(inHdr_->slotBytes);
-    dst = staging_.data();
-  }
-  if (samePid_) {
-    std::memcpy(dst, reinterpret_cast<const void*>(src), n);
-  } else {
-    for (size_t got = 0; got < n;) {
-      iovec local{dst + got, n - got};
-      iovec remote{reinterpret_cast<void*>(src + got), n - got};
-      ssize_t k = process_vm_readv(peer_.pid, &local, 1, &remote, 1, 0);
-      if (k > 0) {
-        got += static_cast<size_t>(k);
-        continue;
-      }
-      if (k < 0 && errno == EINTR) continue;
-      if (k < 0 && errno == ESRCH) peerGone("its process has exited or was killed");
-      throwRemoteError(fmt::format("shm: rank {} cannot read the send buffer of {} (process_vm_readv: {}); the peer "
-                                   "freed or changed its buffer during the send, or is dying. Set "
-                                   "HOCCL_SHM_SINGLE_COPY_MIN=0 to copy through shared memory only",
-                                   self_.rank, describePeer(peer_), k < 0 ? std::strerror(errno) : "no progress"));
-    }
-  }
-  if (!r.target.direct) r.target.sink(dst, r.done, n);
-  r.done += n;
 }
 
 void ShmChannel::publish(SlotInfo& info) {
@@ -367,8 +272,7 @@ bool ShmChannel::ready() const {
     return true;
   if (!sends_.empty()) {
     uint64_t tail = outHdr_->tail.load(std::memory_order_acquire);
-    const PendingSend& s = sends_.front();
-    if (s.descriptorPosted ? tail > s.descriptorSlot : outHead_ - tail < outHdr_->slots) return true;
+    if (outHead_ - tail < outHdr_->slots) return true;
   }
   return false;
 }

@@ -16,12 +16,6 @@
 /// receiver hands each slot to its sink as one piece, straight out of shared memory: piece lengths are the slot
 /// size (a multiple of 8) except for the last piece of a message.
 ///
-/// Single copy: a message of at least HOCCL_SHM_SINGLE_COPY_MIN bytes, when the receiver proved at connect time
-/// that it may read the sender's memory (process_vm_readv; plain memcpy when both ranks are threads of one
-/// process), travels as one descriptor slot {address, bytes} instead: the receiver copies straight from the
-/// sender's buffer (through a slot-sized private buffer when it feeds a sink, unless the sender is a thread of the
-/// same process) and releases the slot when it is done, which completes the send. One copy instead of two, at the price of rendezvous for large messages.
-///
 /// Sleeping: rank a's channel to b sleeps on the bell of segment b->a. Rank b rings that bell (increments it and
 /// calls FUTEX_WAKE, only when the sleeping flag is set) after it publishes a slot into b->a or releases a slot of
 /// a->b, i.e. after anything a could be waiting for. The flag and the counters are ordered with seq_cst fences on
@@ -55,23 +49,15 @@ struct alignas(64) SlotInfo {
   std::atomic<uint64_t> seq;  ///< n+1 once the n-th slot (counting from 0) is published here
   uint32_t bytes;             ///< payload bytes in the slot
   uint32_t last;              ///< 1 if this slot ends its message
-  uint32_t kind;              ///< kSlotData, kSlotInline or kSlotDescriptor
+  uint32_t kind;              ///< kSlotData or kSlotInline
   uint32_t reserved;          ///< keeps inlineData 8-byte aligned (sinks read it as typed elements)
   alignas(8) char inlineData[kInlineBytes];  ///< the payload when kind == kSlotInline
 };
 static_assert(sizeof(SlotInfo) == 64, "one slot descriptor per cache line");
 /// Slot holds payload bytes.
 constexpr uint32_t kSlotData = 0;
-/// Slot holds a SingleCopyDescriptor.
-constexpr uint32_t kSlotDescriptor = 1;
 /// The payload (at most kInlineBytes) is in SlotInfo::inlineData; the slot itself is unused.
 constexpr uint32_t kSlotInline = 2;
-
-/// Where a single-copy message lies in the sender's address space.
-struct SingleCopyDescriptor {
-  uint64_t address;  ///< start of the sender's buffer
-  uint64_t bytes;    ///< whole message
-};
 
 /// The control block at the start of every segment.
 struct SegmentHeader {
@@ -80,9 +66,7 @@ struct SegmentHeader {
   uint32_t slots;      ///< number of slots (1..kMaxSlots)
   int32_t sender;      ///< rank that writes
   int32_t receiver;    ///< rank that reads
-  int32_t senderPid;   ///< sender's process id (for single copy)
-  uint64_t probeAddress;  ///< address in the sender of a word holding kSegmentProbe, read by the receiver's probe
-  std::atomic<uint32_t> singleCopy;  ///< set by the receiver at connect: it can read the sender's memory
+  int32_t senderPid;   ///< sender's process id
   alignas(64) std::atomic<uint64_t> head;      ///< slots published by the sender
   alignas(64) std::atomic<uint64_t> tail;      ///< slots released by the receiver
   alignas(64) std::atomic<uint32_t> bell;      ///< futex word the receiver of this segment sleeps on
@@ -130,10 +114,9 @@ static_assert(sizeof(SegmentHeader) <= kHeaderRegion, "segment header must fit i
 class ShmChannel final : public Channel {
  public:
   /// Takes both mapped segments. `self` and `peerInfo` name the two sides in errors; `checkPid` is false when the
-  /// peer is a thread of this process. Sends of at least `singleCopyMin` bytes (0 = never) use single copy when the
-  /// receiver enabled it in the outgoing segment.
+  /// peer is a thread of this process.
   ShmChannel(const boot::RankInfo& self, const boot::RankInfo& peerInfo, bool checkPid, std::unique_ptr<Segment> out,
-             std::unique_ptr<Segment> in, size_t singleCopyMin);
+             std::unique_ptr<Segment> in);
   ~ShmChannel() override;
 
   /// The peer's rank.
@@ -148,16 +131,12 @@ class ShmChannel final : public Channel {
   size_t pending() const override { return sends_.size() + recvs_.size(); }
   /// Sleeps on the futex of the incoming segment until the peer moves something, or the timeout.
   void waitForActivity(int timeoutMicros) override;
-  /// True when large sends on this channel go by single copy (the peer can read this rank's memory).
-  bool singleCopy() const { return singleCopyMin_ > 0; }
 
  private:
   struct PendingSend {
     const char* data;
     size_t bytes;
     size_t done;
-    bool descriptorPosted = false;  ///< single copy: descriptor published in slot `descriptorSlot`
-    uint64_t descriptorSlot = 0;
   };
   struct PendingRecv {
     size_t bytes;
@@ -167,7 +146,6 @@ class ShmChannel final : public Channel {
 
   bool progressSends();
   bool progressRecvs();
-  void readSingleCopy(PendingRecv& r, const SingleCopyDescriptor& d);
   bool ready() const;
   void publish(SlotInfo& info);
   void ringPeer();
@@ -186,17 +164,11 @@ class ShmChannel final : public Channel {
   uint64_t inTail_ = 0;   ///< local copy of in_->tail (this side is its only writer)
   std::deque<PendingSend> sends_;
   std::deque<PendingRecv> recvs_;
-  size_t singleCopyMin_ = 0;     ///< 0 when single copy is off for sends on this channel
-  bool samePid_ = false;         ///< the peer is a thread of this process: plain memcpy from its buffer
-  std::vector<char> staging_;    ///< single copy into a sink goes through here
   std::chrono::steady_clock::time_point nextCheck_;
   uint32_t idlePolls_ = 0;       ///< idle progress calls; the peer's liveness is checked every 256th
 };
 
 /// True if process `pid` is alive (exists and is not a zombie).
 bool processAlive(int pid);
-
-/// Called by the receiver at connect: tries to read the sender's probe word; on success sets `singleCopy`.
-void probeSender(SegmentHeader* in);
 
 }  // namespace hoccl::transport::shm

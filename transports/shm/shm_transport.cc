@@ -6,8 +6,6 @@
 //   2. all-gather a status: if any rank failed, every rank throws with that rank's message;
 //   3. open and map the segment peer -> this rank of every peer;
 //   4. all-gather a status again; now every segment is mapped on both sides, so each creator unlinks its names.
-//      Before it, each receiver probes whether it can read its sender's memory (single copy, see shm_channel.h)
-//      and writes the verdict into the segment, where the sender finds it after the all-gather.
 // From step 4 on nothing is left in /dev/shm even if a process dies; a crash between 1 and 4 can leave names behind
 // (they carry the job tag, so they never collide with another job).
 #include "transports/shm/shm_transport.h"
@@ -22,7 +20,10 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/params.h"
 #include "transports/shm/shm_channel.h"
+#include "transports/shm/shm_single_copy.h"
+#include "transports/shm/shm_small.h"
 #include "transports/transport_util.h"
 
 namespace hoccl::transport::shm {
@@ -40,7 +41,6 @@ ShmTransport::ShmTransport() {
   int64_t slotBytes = intParam("SHM_SLOT_SIZE", kDefaultSlotBytes, 4096, int64_t{1} << 30);
   slotBytes_ = static_cast<uint32_t>((slotBytes + 4095) / 4096 * 4096);
   slots_ = static_cast<uint32_t>(intParam("SHM_SLOTS", kDefaultSlots, 2, kMaxSlots));
-  singleCopyMin_ = static_cast<size_t>(intParam("SHM_SINGLE_COPY_MIN", kDefaultSingleCopyMin, 0, int64_t{1} << 50));
 }
 
 bool ShmTransport::canConnect(const ConnectContext& ctx, int peer) const {
@@ -76,7 +76,6 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectConte
   try {
     for (int p : peers) {
       in[p] = Segment::open(segmentName(ctx.jobTag, p, ctx.rank), p, ctx.rank);
-      probeSender(in[p]->header());  // the sender reads the verdict after the all-gather below
     }
     agreeOnPhase(ctx, "mapping its peers' shared-memory segments", nullptr);
   } catch (const Error& e) {
@@ -96,12 +95,24 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectConte
                  "(HOCCL_TIMEOUT)", ctx.rank, describePeer(peer));
       checkPid = false;
     }
-    channels[p] = std::make_unique<ShmChannel>(self, peer, checkPid, std::move(out[p]), std::move(in[p]),
-                                               singleCopyMin_);
+    channels[p] = std::make_unique<ShmChannel>(self, peer, checkPid, std::move(out[p]), std::move(in[p]));
   }
   HOCCL_INFO(kShm, "shm: rank {} connected to {} peer(s), {} slots of {} KiB per direction", ctx.rank, peers.size(),
              slots_, slotBytes_ / 1024);
   return channels;
+}
+
+std::vector<std::unique_ptr<Shortcut>> ShmTransport::shortcuts(const ShortcutContext& ctx, bool reachesAll) {
+  std::vector<std::unique_ptr<Shortcut>> out;
+  const int64_t smallMax = params::getInt("SMALL_MAX_BYTES");
+  // The same answer on every rank: all of them share this host, and the parameters are the job's.
+  if (!reachesAll || ctx.connect->nranks < 2 || smallMax <= 0) return out;
+  const bool singleCopyWanted = params::getInt("CMA_MIN_BYTES") > 0;
+  auto session = std::make_shared<ArenaSession>(
+      Arena::connect(*ctx.connect, static_cast<size_t>(smallMax), singleCopyWanted), ctx);
+  out.push_back(std::make_unique<SmallShortcut>(session));
+  if (session->arena().crossMemory()) out.push_back(std::make_unique<SingleCopyShortcut>(session));
+  return out;
 }
 
 }  // namespace hoccl::transport::shm

@@ -1,9 +1,9 @@
 /// @file shm_transport.h
 /// The shared-memory transport: reaches every peer on the same host (same host hash) through POSIX shared memory.
 /// Parameters: HOCCL_SHM_DISABLE (1 = not used), HOCCL_SHM_SLOT_SIZE (bytes per slot, default 512 KiB, rounded up
-/// to 4 KiB), HOCCL_SHM_SLOTS (slots per direction, default 8), HOCCL_SHM_SINGLE_COPY_MIN (messages of at least
-/// this many bytes are read straight from the sender's buffer when possible; 0 = never, the default: the slot path
-/// measured faster and steadier here, see docs/performance.md).
+/// to 4 KiB), HOCCL_SHM_SLOTS (slots per direction, default 8). When it reaches every peer of a communicator it
+/// also offers two collective shortcuts over a shared arena: small one-shot collectives (shm_small.h) and single
+/// copy between the processes' buffers (shm_single_copy.h).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "transports/shortcut.h"
 #include "transports/transport.h"
 
 namespace hoccl::transport::shm {
@@ -20,8 +21,6 @@ namespace hoccl::transport::shm {
 constexpr uint32_t kDefaultSlotBytes = 512 * 1024;
 /// Default slots per direction.
 constexpr uint32_t kDefaultSlots = 8;
-/// Default smallest message sent by single copy.
-constexpr size_t kDefaultSingleCopyMin = 0;  // off: the slot path measured faster and steadier at 2-32 MiB
 
 /// The shm transport.
 class ShmTransport final : public Transport {
@@ -36,6 +35,10 @@ class ShmTransport final : public Transport {
   /// it. Collective (two all-gathers and a barrier over the bootstrap) so that a failure on any rank is reported on
   /// every rank instead of hanging.
   std::map<int, std::unique_ptr<Channel>> connect(const ConnectContext& ctx, const std::vector<int>& peers) override;
+  /// When this transport reaches every peer and HOCCL_SMALL_MAX_BYTES > 0: maps the communicator's arena
+  /// (collective) and offers "small" and, when every pair of ranks may read each other's memory and
+  /// HOCCL_CMA_MIN_BYTES > 0, "single_copy".
+  std::vector<std::unique_ptr<Shortcut>> shortcuts(const ShortcutContext& ctx, bool reachesAll) override;
 
   /// The /dev/shm name of the segment carrying data from rank `from` to rank `to` of the job `jobTag`.
   static std::string segmentName(const std::string& jobTag, int from, int to);
@@ -46,7 +49,6 @@ class ShmTransport final : public Transport {
  private:
   uint32_t slotBytes_;
   uint32_t slots_;
-  size_t singleCopyMin_;
 };
 
 }  // namespace hoccl::transport::shm

@@ -1,0 +1,48 @@
+/// @file memory.h
+/// The memory-kind seam: every buffer of a call is classified once (host memory, host memory that peers on the same
+/// host can map, device memory), and the copies and reductions on it go through the operations of its kind. Host
+/// kinds run the CPU kernels (kernels/cpu/reduce.h). Device memory has no implementation in this build yet: its
+/// operations are the device issue's (CUDA kernels on a stream, or the simulated device); asking for them throws.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hoccl/hoccl.h"
+#include "kernels/cpu/reduce.h"
+
+namespace hoccl::kernels {
+
+/// Where a buffer lives.
+enum class MemoryKind : uint8_t {
+  Host,        ///< ordinary host memory of this process
+  HostShared,  ///< host memory that peers on this host can map (hocclMemAlloc / registered shared segments)
+  Device,      ///< GPU memory: the host cannot read it
+};
+
+/// Name for messages: "host", "shared host", "device".
+const char* memoryKindName(MemoryKind kind);
+
+/// Copies and reductions on memory of one kind. Semantics are those of kernels/cpu/reduce.h.
+class MemoryOps {
+ public:
+  virtual ~MemoryOps() = default;
+  /// The kind these operations serve.
+  virtual MemoryKind kind() const = 0;
+  /// dst = src, bytes long (no overlap).
+  virtual void copy(void* dst, const void* src, size_t bytes) const = 0;
+  /// dst[i] = op(a[i], b[i]) for n elements (dst may equal a or b exactly).
+  virtual void reduce(void* dst, const void* a, const void* b, size_t n, hocclDataType_t dt, BinOp op) const = 0;
+  /// dst[i] = src[i] * scalar (PreMulSum); scalar is one element of dt in host memory.
+  virtual void scale(void* dst, const void* src, size_t n, hocclDataType_t dt, const void* scalar) const = 0;
+  /// data[i] /= divisor (Avg).
+  virtual void divide(void* data, size_t n, hocclDataType_t dt, int divisor) const = 0;
+};
+
+/// The operations for memory of `kind`. Throws hoccl::Error(hocclInvalidArgument) for Device memory in this build.
+const MemoryOps& memoryOps(MemoryKind kind);
+
+/// The operations on host memory (the CPU kernels): what every host-kind call uses.
+const MemoryOps& hostMemoryOps();
+
+}  // namespace hoccl::kernels

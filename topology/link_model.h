@@ -1,0 +1,46 @@
+/// @file link_model.h
+/// What a link of each class costs: the alpha-beta parameters per link class (self, intra-host, intra-switch,
+/// inter-switch) and the shared capacities of a host's NIC and a switch's uplink. The cost model (src/sched) prices
+/// schedules with it; the transports' collective shortcuts price themselves with it.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "hoccl/hoccl.h"
+
+namespace hoccl::topo {
+
+/// Link parameters. Bandwidths in bytes per second, latencies in seconds.
+struct LinkModel {
+  /// Per message start-up cost, by link class (Self: per local copy/reduce prim).
+  double alpha[hocclNumLinkClasses] = {0.1e-6, 2e-6, 15e-6, 20e-6};
+  /// Peak rate of one flow, by link class (Self: local copy/reduce rate).
+  double beta[hocclNumLinkClasses] = {10e9, 8e9, 1.2e9, 1.2e9};
+  /// Capacity of one host's NIC per direction, shared by all flows leaving (or entering) the host.
+  double nic = 1.2e9;
+  /// Capacity of one switch's uplink per direction, shared by all flows leaving (or entering) the switch.
+  double spine = 1.2e9;
+  /// The defaults overridden by HOCCL_LINK_BW_{SELF,INTRA_HOST,INTRA_SWITCH,INTER_SWITCH} (MB/s) and
+  /// HOCCL_LINK_LAT_{SELF,INTRA_HOST,INTRA_SWITCH,INTER_SWITCH} (microseconds). The NIC takes the intra-switch
+  /// bandwidth, the spine uplink the inter-switch bandwidth. Throws InvalidArgument on a non-positive value.
+  static LinkModel fromParams();
+  /// One line for logs: "self 10.0 GB/s 1.0 us, intra-host ...".
+  std::string describe() const;
+};
+
+/// Bytes moved by link class (atomics: read from any thread).
+struct ByteCounters {
+  std::atomic<unsigned long long> sent[hocclNumLinkClasses] = {};      ///< bytes sent
+  std::atomic<unsigned long long> received[hocclNumLinkClasses] = {};  ///< bytes received
+  /// Counts one exchange with a peer over link class cls.
+  void count(hocclLinkClass_t cls, size_t sentBytes, size_t receivedBytes) {
+    sent[cls] += sentBytes;
+    received[cls] += receivedBytes;
+  }
+};
+
+/// Name of a link class ("self", "intra-host", "intra-switch", "inter-switch").
+const char* linkClassName(hocclLinkClass_t c);
+
+}  // namespace hoccl::topo

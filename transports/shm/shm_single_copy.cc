@@ -1,0 +1,294 @@
+/*
+ * Single-copy collectives through cross-memory attach (see shm_single_copy.h).
+ *
+ * Every collective is two arena rounds (shm_session.h): in the first each rank publishes the addresses and sizes of
+ * its send and receive buffers, stamped with its call; between them every rank does its copies; after the second no
+ * peer touches this rank's buffers any more (so the call may return). Before any copy, every rank has checked that
+ * every peer made the same call (the stamp) and that every range it will read from or write into a peer lies inside
+ * the buffer that peer published: no byte of a peer is touched without both sides agreeing on the sizes.
+ * The copies, with p ranks:
+ *   all-reduce      the count is cut into p blocks; rank r pulls block r of every peer's input, a piece of 256 KiB
+ *                   at a time into a private cache-resident buffer, reduces it with its own input straight into
+ *                   its output, and pushes the finished piece, still in cache, into every peer's output
+ *                   (process_vm_writev). Per rank 2(p-1)/p of the message crosses, once each.
+ *   reduce-scatter  all-reduce without the push, on the peers' blocks r.
+ *   all-gather      each rank copies its own block locally and pulls every other block from its owner's input.
+ *   broadcast       receivers pull the message from the root's buffer; an in-place root (no local copy to make)
+ *                   meanwhile pushes the last 1/p of it into every receiver (process_vm_writev), so both sides work.
+ * In-place calls are safe: block q of a rank's buffer is read and written only by rank q (all-reduce) or only by
+ * the rank itself, and a piece is pushed only after it was pulled. Each block is reduced by one rank only, so every
+ * rank ends with the same bits.
+ */
+#include "transports/shm/shm_single_copy.h"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "base/params.h"
+#include "transports/shm/shm_small.h"
+
+namespace hoccl::transport::shm {
+namespace {
+
+constexpr size_t kPiece = 256 << 10;  // bytes reduced per pull: stays in L2 between the pull and the reduction
+
+/// What each rank publishes in the address round.
+struct Buffers {
+  uint64_t send;       ///< address of the input (0 when the rank has none)
+  uint64_t recv;       ///< address of the output
+  uint64_t sendBytes;  ///< its length
+  uint64_t recvBytes;  ///< its length
+};
+static_assert(sizeof(Buffers) <= kArenaInlineBytes, "the address round fits in the line");
+
+size_t elemSize(const CollCall& c) { return kernels::typeSize(c.dtype); }
+bool hostKind(kernels::MemoryKind k) { return k != kernels::MemoryKind::Device; }
+
+// nccl-tests' "size": the larger of the two buffers.
+size_t messageBytes(const CollCall& c, int n) {
+  const size_t bytes = c.count * elemSize(c);
+  return (c.coll == Coll::AllGather || c.coll == Coll::ReduceScatter) ? bytes * static_cast<size_t>(n) : bytes;
+}
+
+size_t blockBegin(size_t count, int q, int p) { return count * static_cast<size_t>(q) / static_cast<size_t>(p); }
+
+kernels::BinOp binOpOf(hocclRedOp_t op) {
+  switch (op) {
+    case hocclProd: return kernels::BinOp::Prod;
+    case hocclMax: return kernels::BinOp::Max;
+    case hocclMin: return kernels::BinOp::Min;
+    default: return kernels::BinOp::Sum;
+  }
+}
+
+class SingleCopyOp final : public ShortcutOp {
+ public:
+  SingleCopyOp(ArenaSession& s, const CollCall& call) : s_(s), call_(call) {}
+  bool poll() override;
+  std::string missing() const override { return exchange_ ? exchange_->missing() : "nobody"; }
+
+ private:
+  void checkRanges() const;
+  void requireInside(int peer, bool recv, size_t offset, size_t bytes) const;
+  void crossCopy(int peer, char* local, const char* remote, size_t bytes, bool push) const;
+  [[noreturn]] void copyFailed(int peer, const char* how, int err) const;
+  void copyPhase();
+  void reducePhase();
+
+  ArenaSession& s_;
+  CollCall call_;
+  bool copied_ = false;  // this rank's copies are done (the closing round runs)
+  std::unique_ptr<Exchange> exchange_;
+  std::vector<Buffers> peer_;  // every rank's buffers, from the address round
+};
+
+bool SingleCopyOp::poll() {
+  const int n = s_.nranks();
+  if (!exchange_) {  // round 1: swap addresses and sizes
+    const Buffers mine{reinterpret_cast<uint64_t>(call_.sendbuf), reinterpret_cast<uint64_t>(call_.recvbuf),
+                       call_.sendbuf ? inputBytes(call_, n) : 0, outputBytes(call_, n)};
+    exchange_ = std::make_unique<Exchange>(s_, call_, Protocol::CopyAddresses, &mine, sizeof(mine), true);
+  }
+  if (!exchange_->poll()) return false;
+  if (copied_) return true;  // round 2 is over: nobody touches this rank's buffers any more
+  peer_.resize(n);
+  for (int r = 0; r < n; ++r) std::memcpy(&peer_[r], exchange_->payloadOf(r), sizeof(Buffers));
+  checkRanges();
+  if (call_.coll == Coll::AllReduce || call_.coll == Coll::ReduceScatter) reducePhase();
+  else copyPhase();
+  copied_ = true;
+  exchange_ = std::make_unique<Exchange>(s_, call_, Protocol::CopyDone, nullptr, 0, true);  // round 2
+  return exchange_->poll();
+}
+
+void SingleCopyOp::requireInside(int peer, bool recv, size_t offset, size_t bytes) const {
+  const Buffers& b = peer_[peer];
+  const uint64_t have = recv ? b.recvBytes : b.sendBytes;
+  if ((recv ? b.recv : b.send) != 0 && offset <= have && bytes <= have - offset) return;
+  throw Error(hocclInvalidUsage,
+              fmt::format("{}: {} [single copy] would {} bytes [{}, {}) of the {} buffer of {}, which published {} "
+                          "bytes at {:#x}. Nothing was copied. Do all ranks pass buffers of the documented size?",
+                          s_.ctx().who, describeCall(call_), recv ? "write" : "read", offset, offset + bytes,
+                          recv ? "receive" : "send", s_.describeRank(peer), have, recv ? b.recv : b.send));
+}
+
+// Every range this rank will touch in a peer, checked against what that peer published, before the first copy.
+void SingleCopyOp::checkRanges() const {
+  const int me = s_.rank(), p = s_.nranks();
+  const size_t elem = elemSize(call_), bytes = call_.count * elem;
+  for (int q = 0; q < p; ++q) {
+    if (q == me) continue;
+    switch (call_.coll) {
+      case Coll::AllReduce: {
+        const size_t off = blockBegin(call_.count, me, p) * elem;
+        const size_t len = blockBegin(call_.count, me + 1, p) * elem - off;
+        requireInside(q, false, off, len);
+        requireInside(q, true, off, len);
+        break;
+      }
+      case Coll::ReduceScatter: requireInside(q, false, static_cast<size_t>(me) * bytes, bytes); break;
+      case Coll::AllGather: requireInside(q, false, 0, bytes); break;
+      case Coll::Broadcast:
+        if (me != call_.root) {
+          if (q == call_.root) requireInside(q, false, 0, bytes);
+        } else {
+          requireInside(q, true, 0, bytes);
+        }
+        break;
+      default: throwInternalError("single copy given a collective it does not implement");
+    }
+  }
+}
+
+[[noreturn]] void SingleCopyOp::copyFailed(int peer, const char* how, int err) const {
+  throwRemoteError(fmt::format("{}: {} [single copy] could not {} the memory of {}: {}. The peer may have died; if "
+                               "it is alive, set HOCCL_CMA_MIN_BYTES=0 to copy through shared memory instead",
+                               s_.ctx().who, describeCall(call_), how, s_.describeRank(peer), std::strerror(err)));
+}
+
+// Copies `bytes` from `remote` in peer's address space to `local` (or the other way round when push).
+void SingleCopyOp::crossCopy(int peer, char* local, const char* remote, size_t bytes, bool push) const {
+  const pid_t pid = s_.ctx().connect->peers[peer].pid;
+  if (pid == getpid()) {  // a thread of this process (hocclCommInitAll): same address space
+    if (push) std::memcpy(const_cast<char*>(remote), local, bytes);
+    else std::memcpy(local, remote, bytes);
+    return;
+  }
+  while (bytes) {
+    iovec l{local, bytes};
+    iovec r{const_cast<char*>(remote), bytes};
+    ssize_t done = push ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (done <= 0) copyFailed(peer, push ? "write" : "read", done < 0 ? errno : EIO);
+    local += done;
+    remote += done;
+    bytes -= static_cast<size_t>(done);
+  }
+}
+
+void SingleCopyOp::reducePhase() {
+  const int me = s_.rank(), p = s_.nranks();
+  const size_t elem = elemSize(call_);
+  const kernels::MemoryOps& mem = kernels::memoryOps(call_.recvKind);
+  // This rank's block: where it lies in every rank's input, and where the result goes.
+  size_t srcOffset, blockBytes;
+  char* out;
+  if (call_.coll == Coll::AllReduce) {
+    srcOffset = blockBegin(call_.count, me, p) * elem;
+    blockBytes = blockBegin(call_.count, me + 1, p) * elem - srcOffset;
+    out = static_cast<char*>(call_.recvbuf) + srcOffset;
+  } else {
+    srcOffset = static_cast<size_t>(me) * call_.count * elem;
+    blockBytes = call_.count * elem;
+    out = static_cast<char*>(call_.recvbuf);
+  }
+  const char* mine = static_cast<const char*>(call_.sendbuf) + srcOffset;
+  thread_local std::vector<char> piece;
+  piece.resize(kPiece);
+  const kernels::BinOp bin = binOpOf(call_.op);
+  for (size_t x = 0; x < blockBytes; x += kPiece) {
+    const size_t m = std::min(kPiece, blockBytes - x);
+    bool first = true;
+    for (int q = 0; q < p; ++q) {
+      if (q == me) continue;
+      crossCopy(q, piece.data(), reinterpret_cast<const char*>(peer_[q].send) + srcOffset + x, m, false);
+      mem.reduce(out + x, first ? mine + x : out + x, piece.data(), m / elem, call_.dtype, bin);
+      first = false;
+    }
+    if (call_.op == hocclAvg) mem.divide(out + x, m / elem, call_.dtype, p);
+    if (call_.coll == Coll::AllReduce)  // hand the finished piece, still in cache, to every peer's output
+      for (int q = 0; q < p; ++q)
+        if (q != me) crossCopy(q, out + x, reinterpret_cast<const char*>(peer_[q].recv) + srcOffset + x, m, true);
+  }
+  // Between this rank and peer q cross: q's input block r (in) and q's input block q (out, read by q); for
+  // all-reduce also the result block r (out, pushed) and the result block q (in, pushed by q).
+  for (int q = 0; q < p; ++q) {
+    if (q == me) continue;
+    size_t theirs = blockBytes;
+    if (call_.coll == Coll::AllReduce)
+      theirs = (blockBegin(call_.count, q + 1, p) - blockBegin(call_.count, q, p)) * elem;
+    const size_t both = call_.coll == Coll::AllReduce ? blockBytes + theirs : blockBytes;
+    s_.count(q, both, both);
+  }
+}
+
+void SingleCopyOp::copyPhase() {
+  const int me = s_.rank(), p = s_.nranks();
+  const size_t bytes = call_.count * elemSize(call_);
+  const kernels::MemoryOps& mem = kernels::memoryOps(call_.recvKind);
+  char* out = static_cast<char*>(call_.recvbuf);
+  if (call_.coll == Coll::AllGather) {
+    char* own = out + static_cast<size_t>(me) * bytes;
+    if (own != call_.sendbuf) mem.copy(own, call_.sendbuf, bytes);
+    for (int q = 0; q < p; ++q) {
+      if (q == me) continue;
+      crossCopy(q, out + static_cast<size_t>(q) * bytes, reinterpret_cast<const char*>(peer_[q].send), bytes, false);
+      s_.count(q, bytes, bytes);
+    }
+    return;
+  }
+  // Broadcast. An in-place root has no local copy to make, so it pushes the tail share of every receiver.
+  const int root = call_.root;
+  const bool rootInPlace = peer_[root].send == peer_[root].recv;
+  const size_t share = rootInPlace ? bytes / static_cast<size_t>(p) / 64 * 64 : 0;
+  if (me != root) {
+    crossCopy(root, out, reinterpret_cast<const char*>(peer_[root].send), bytes - share, false);
+    s_.count(root, 0, bytes);
+    return;
+  }
+  if (!rootInPlace) mem.copy(out, call_.sendbuf, bytes);
+  for (int q = 0; q < p; ++q) {
+    if (q == me) continue;
+    if (share)
+      crossCopy(q, const_cast<char*>(static_cast<const char*>(call_.sendbuf)) + bytes - share,
+                reinterpret_cast<const char*>(peer_[q].recv) + bytes - share, share, true);
+    s_.count(q, bytes, 0);
+  }
+}
+
+}  // namespace
+
+SingleCopyShortcut::SingleCopyShortcut(std::shared_ptr<ArenaSession> session)
+    : session_(std::move(session)), userThreshold_(params::get("CMA_MIN_BYTES").has_value()),
+      minBytes_(static_cast<size_t>(std::max<int64_t>(0, params::getInt("CMA_MIN_BYTES")))) {}
+
+bool SingleCopyShortcut::canRun(const CollCall& call) const {
+  switch (call.coll) {
+    case Coll::AllReduce: case Coll::Broadcast: case Coll::AllGather: case Coll::ReduceScatter: break;
+    default: return false;
+  }
+  if (minBytes_ == 0 || call.op >= hocclNumOps || !hostKind(call.sendKind) || !hostKind(call.recvKind)) return false;
+  // Measured crossovers against the slot schedules, 2 ranks (docs/performance.md): all-gather 32 KiB, broadcast
+  // 128 KiB, all-reduce and reduce-scatter 256 KiB (the registered default). HOCCL_CMA_MIN_BYTES, when set, applies
+  // to all.
+  size_t threshold = minBytes_;
+  if (!userThreshold_ && call.coll == Coll::AllGather) threshold = 32 << 10;
+  if (!userThreshold_ && call.coll == Coll::Broadcast) threshold = 128 << 10;
+  return messageBytes(call, session_->nranks()) >= threshold;
+}
+
+double SingleCopyShortcut::predictSeconds(const CollCall& call, const topo::LinkModel& model) const {
+  const double n = session_->nranks();
+  const double bytes = static_cast<double>(call.count * elemSize(call));
+  double crossing = 0, reduced = 0;  // bytes one rank copies across processes, and reduces
+  switch (call.coll) {
+    case Coll::AllReduce: crossing = 2 * (n - 1) / n * bytes; reduced = (n - 1) / n * bytes; break;
+    case Coll::ReduceScatter: crossing = (n - 1) * bytes; reduced = (n - 1) * bytes; break;
+    case Coll::AllGather: crossing = (n - 1) * bytes; break;
+    default: crossing = bytes; break;  // broadcast: every receiver pulls the message
+  }
+  return 2 * kArenaHandoffSeconds + crossing / kCrossCopyBytesPerSecond + reduced / model.beta[hocclLinkSelf];
+}
+
+std::unique_ptr<ShortcutOp> SingleCopyShortcut::start(const CollCall& call) {
+  return std::make_unique<SingleCopyOp>(*session_, call);
+}
+
+}  // namespace hoccl::transport::shm

@@ -1,0 +1,44 @@
+/// @file shm_single_copy.h
+/// The shm shortcut for large collectives among processes of one host: after swapping buffer addresses and sizes
+/// through the arena, each rank copies straight between its buffers and its peers' with process_vm_readv/writev
+/// (Linux cross-memory attach), so a byte crosses memory once instead of twice (into a slot, out of it). See
+/// shm_single_copy.cc for each collective's plan.
+///
+/// Operating range: all-reduce, all-gather, reduce-scatter and broadcast with a built-in op, host memory, when every
+/// pair of ranks may read each other's memory (probed once at init), from a message size that is the measured
+/// crossover against the slot schedules: HOCCL_CMA_MIN_BYTES when set (0 turns the shortcut off), else all-gather
+/// from 32 KiB, broadcast from 128 KiB, all-reduce and reduce-scatter from 256 KiB (docs/performance.md).
+#pragma once
+
+#include <memory>
+
+#include "transports/shm/shm_session.h"
+#include "transports/shortcut.h"
+
+namespace hoccl::transport::shm {
+
+/// The single-copy shortcut ("single_copy").
+class SingleCopyShortcut final : public Shortcut {
+ public:
+  /// Uses the session's arena (whose crossMemory() must be true).
+  explicit SingleCopyShortcut(std::shared_ptr<ArenaSession> session);
+  /// "single_copy".
+  const char* name() const override { return "single_copy"; }
+  /// See the operating range above.
+  bool canRun(const CollCall& call) const override;
+  /// Two hand-offs around the copies of what crosses (at the measured cross-memory copy rate) and the reduction.
+  double predictSeconds(const CollCall& call, const topo::LinkModel& model) const override;
+  /// Starts the call: nothing happens until the first poll.
+  std::unique_ptr<ShortcutOp> start(const CollCall& call) override;
+
+ private:
+  std::shared_ptr<ArenaSession> session_;
+  bool userThreshold_;  // HOCCL_CMA_MIN_BYTES was set: it applies to every collective
+  size_t minBytes_;
+};
+
+/// Measured rate of process_vm_readv between two processes of the build machine (tools/bench/cma_bw: 3.85 GB/s
+/// against 8.11 GB/s for memcpy, docs/performance.md).
+constexpr double kCrossCopyBytesPerSecond = 3.85e9;
+
+}  // namespace hoccl::transport::shm

@@ -1,0 +1,40 @@
+/// @file shm_small.h
+/// The shm shortcut for small collectives among ranks that share a host: one arena round (shm_session.h) per call,
+/// so an 8-byte all-reduce costs about one cache-line round trip instead of a trip through planning, the executor
+/// and the slot channels. See shm_small.cc for what each collective publishes and computes.
+///
+/// Operating range: all-reduce, reduce, broadcast, all-gather and reduce-scatter with a built-in op, host memory,
+/// and a per-rank payload of at most min(arena, 2 KiB x ranks) — the measured crossover against the slot schedules
+/// (docs/performance.md). Parameter: HOCCL_SMALL_MAX_BYTES (the arena's payload per rank; 0 turns the arena off).
+#pragma once
+
+#include <memory>
+
+#include "transports/shm/shm_session.h"
+#include "transports/shortcut.h"
+
+namespace hoccl::transport::shm {
+
+/// The small one-shot shortcut ("small").
+class SmallShortcut final : public Shortcut {
+ public:
+  /// Uses the session's arena.
+  explicit SmallShortcut(std::shared_ptr<ArenaSession> session) : session_(std::move(session)) {}
+  /// "small".
+  const char* name() const override { return "small"; }
+  /// See the operating range above.
+  bool canRun(const CollCall& call) const override;
+  /// One hand-off plus every rank combining every payload locally.
+  double predictSeconds(const CollCall& call, const topo::LinkModel& model) const override;
+  /// Starts the call's arena round.
+  std::unique_ptr<ShortcutOp> start(const CollCall& call) override;
+
+ private:
+  std::shared_ptr<ArenaSession> session_;
+};
+
+/// Measured cost of one arena hand-off between two ranks of this host (a cache line written by one core and read
+/// by another): 2-rank 8-byte all-reduce takes 0.35-0.5 us end to end (docs/performance.md).
+constexpr double kArenaHandoffSeconds = 0.4e-6;
+
+}  // namespace hoccl::transport::shm

@@ -1,0 +1,86 @@
+/// @file shortcut.h
+/// Collective shortcuts: a transport may run a whole collective by a protocol of its own instead of a schedule of
+/// sends and receives (shm: a one-shot exchange through a shared arena for small messages, and single copy between
+/// the processes' buffers for large ones). The core asks each shortcut whether it can run a call and what it would
+/// cost; the tuner (src/algo/tuner.h) compares that with the schedules' simulated times and chooses; the chosen
+/// shortcut is then started and polled until done, inside or outside a group.
+///
+/// Rules every shortcut keeps:
+/// - canRun() depends only on the call and the communicator, never on timing, so every rank answers the same;
+/// - it never reads or writes a peer's memory without both sides having agreed on the call (collective, type,
+///   count, op, root) and the buffer sizes; a disagreement is an error on every rank involved, naming both calls;
+/// - its waits check the communicator's health (base/health.h) and the liveness of the peers they wait for, and
+///   give up after HOCCL_TIMEOUT naming the silent peers.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/collective.h"
+#include "base/health.h"
+#include "hoccl/hoccl.h"
+#include "kernels/memory.h"
+#include "topology/link_model.h"
+#include "topology/topology.h"
+#include "transports/transport.h"
+
+namespace hoccl::transport {
+
+/// One collective call as a shortcut sees it (already validated by the API edge). Counts as the C API takes them.
+struct CollCall {
+  Coll coll = Coll::AllReduce;                       ///< which collective
+  const void* sendbuf = nullptr;                     ///< input
+  void* recvbuf = nullptr;                           ///< output
+  size_t count = 0;                                  ///< elements as the C API takes them
+  hocclDataType_t dtype = hocclFloat;                ///< element type
+  hocclRedOp_t op = hocclSum;                        ///< sum, prod, max, min or avg (PreMulSum never takes one)
+  int root = 0;                                      ///< root of a rooted collective
+  kernels::MemoryKind sendKind = kernels::MemoryKind::Host;  ///< where the input lives
+  kernels::MemoryKind recvKind = kernels::MemoryKind::Host;  ///< where the output lives
+};
+
+/// "AllReduce(count=1024, float, sum)" or "Broadcast(count=8, int32, root 0)": how messages name a call.
+std::string describeCall(const CollCall& call);
+/// Bytes of the input buffer of `call` on a communicator of `nranks` ranks.
+size_t inputBytes(const CollCall& call, int nranks);
+/// Bytes of the output buffer of `call` (on a rank that has an output).
+size_t outputBytes(const CollCall& call, int nranks);
+
+/// What the communicator lends its shortcuts; every pointer stays valid for the communicator's lifetime.
+struct ShortcutContext {
+  const ConnectContext* connect = nullptr;  ///< bootstrap, rank, ranks' info, job tag
+  const topo::Topology* topology = nullptr;  ///< for the link class of each byte counted
+  topo::ByteCounters* counters = nullptr;   ///< where moved bytes are counted
+  const Health* health = nullptr;           ///< checked by every wait
+  std::string who;                          ///< "comm 'x' rank 1/4 (pid 77)", for messages
+  bool oversubscribed = false;              ///< more ranks than cores on this host: yield early when waiting
+};
+
+/// One shortcut collective in flight on this rank. Never blocks.
+class ShortcutOp {
+ public:
+  virtual ~ShortcutOp() = default;
+  /// Advances as far as possible without waiting; true once this rank's part is over and no peer will touch its
+  /// buffers any more. Throws hocclRemoteError naming a dead or silent peer, hocclInvalidUsage on a mismatch or an
+  /// abort.
+  virtual bool poll() = 0;
+  /// The peers it waits for now, for messages ("nobody" when none).
+  virtual std::string missing() const = 0;
+};
+
+/// A way a transport runs whole collectives on one communicator.
+class Shortcut {
+ public:
+  virtual ~Shortcut() = default;
+  /// The name HOCCL_ALGO forces it by and messages show ("small", "single_copy").
+  virtual const char* name() const = 0;
+  /// Whether it can run `call` (collective, op, memory kinds, size within its operating range). The same answer on
+  /// every rank for the same call.
+  virtual bool canRun(const CollCall& call) const = 0;
+  /// Predicted seconds for `call` with the link parameters `model` (the tuner compares it with schedules).
+  virtual double predictSeconds(const CollCall& call, const topo::LinkModel& model) const = 0;
+  /// Starts `call` (canRun was true). The call's buffers must stay valid until the op is done.
+  virtual std::unique_ptr<ShortcutOp> start(const CollCall& call) = 0;
+};
+
+}  // namespace hoccl::transport
