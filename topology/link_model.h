@@ -16,7 +16,7 @@ struct LinkModel {
   /// Per message start-up cost, by link class (Self: per local copy/reduce prim).
   double alpha[hocclNumLinkClasses] = {0.1e-6, 2e-6, 15e-6, 20e-6};
   /// Peak rate of one flow, by link class (Self: local copy/reduce rate).
-  double beta[hocclNumLinkClasses] = {10e9, 8e9, 1.2e9, 1.2e9};
+  double beta[hocclNumLinkClasses] = {10e9, 4e9, 1.2e9, 1.2e9};
   /// Capacity of one host's NIC per direction, shared by all flows leaving (or entering) the host.
   double nic = 1.2e9;
   /// Capacity of one switch's uplink per direction, shared by all flows leaving (or entering) the switch.

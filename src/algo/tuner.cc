@@ -117,12 +117,17 @@ Choice decide(const transport::CollCall& call, const sched::CollArgs& args, cons
   Choice best = tune(args, topo, elemSize, candidates);
   if (!forced.empty()) return best;  // a forced shortcut that cannot run this call: the schedules decide
   const topo::LinkModel model = linkModel();
+  std::string report;
   for (const auto& s : shortcuts) {
     if (!s->canRun(call)) continue;
     const double seconds = s->predictSeconds(call, model);
+    report += fmt::format(" {}={:.1f}us", s->name(), seconds * 1e6);
     if (best.shortcut ? seconds < best.seconds : (best.seconds == 0 || seconds <= best.seconds))
       best = Choice{s.get(), nullptr, seconds};
   }
+  if (!report.empty())
+    HOCCL_INFO(kTuning, "{} count {} x {} B on {} ranks: shortcuts{} -> {}", sched::collName(args.coll), args.count,
+               elemSize, args.nranks, report, best.name());
   return best;
 }
 

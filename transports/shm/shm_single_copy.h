@@ -37,8 +37,10 @@ class SingleCopyShortcut final : public Shortcut {
   size_t minBytes_;
 };
 
-/// Measured rate of process_vm_readv between two processes of the build machine (tools/bench/cma_bw: 3.85 GB/s
-/// against 8.11 GB/s for memcpy, docs/performance.md).
-constexpr double kCrossCopyBytesPerSecond = 3.85e9;
+/// Rate at which one rank copies across processes in 256 KiB pieces, pulling and pushing: fitted to the 2-rank
+/// single-copy all-reduce of 1 MiB measured at 200 us on the build machine (docs/performance.md), i.e. 1 MiB crossing
+/// per rank plus the reduction of 512 KiB. (A single 64 MiB process_vm_readv runs at 3.85 GB/s there,
+/// tools/bench/cma_bw: the pieces stay in cache.)
+constexpr double kCrossCopyBytesPerSecond = 7e9;
 
 }  // namespace hoccl::transport::shm

@@ -142,8 +142,8 @@ bool SmallShortcut::canRun(const CollCall& call) const {
 double SmallShortcut::predictSeconds(const CollCall& call, const topo::LinkModel& model) const {
   const double n = session_->nranks();
   const double bytes = static_cast<double>(payloadBytes(call, session_->nranks()));
-  // One hand-off, the payloads beyond the inline line pulled through the cache, every rank combining them all.
-  return kArenaHandoffSeconds + (n - 1) * bytes / model.beta[hocclLinkIntraHost] + n * bytes / model.beta[hocclLinkSelf];
+  // One hand-off, then every rank reads every payload once, straight from the peers' slots, as it combines them.
+  return kArenaHandoffSeconds + n * bytes / model.beta[hocclLinkSelf];
 }
 
 std::unique_ptr<ShortcutOp> SmallShortcut::start(const CollCall& call) {
