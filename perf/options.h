@@ -10,7 +10,7 @@
 
 namespace hoccl_perf {
 
-/// Every command-line setting, with nccl-tests' meaning and the defaults of COMPAT.md.
+/// Every command-line setting, with nccl-tests' meaning and defaults.
 struct Options {
   int nThreads = 1;                      ///< -t: ranks (threads) per process
   int nGpus = 1;                         ///< -g: GPUs per thread (only 1: host ranks are one per thread)

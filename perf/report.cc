@@ -1,6 +1,6 @@
 /// @file report.cc
-/// The nccl-tests text format (COMPAT.md: columns separated by two spaces, time squeezed into 7 characters and
-/// bandwidths into 6) and the JSON report.
+/// The nccl-tests text format (as nccl-tests prints it: columns separated by two spaces, time squeezed into 7
+/// characters and bandwidths into 6) and the JSON report.
 #include "report.h"
 
 #include <fmt/format.h>

@@ -138,13 +138,6 @@ Plan makePlan(const Layout& layout, const Strategy& s, const ModelSize& size, in
   return plan;
 }
 
-std::vector<PlanEntry> phaseEntries(const Plan& plan, Phase phase) {
-  std::vector<PlanEntry> out;
-  for (const auto& e : plan.entries)
-    if (e.phase == phase) out.push_back(e);
-  return out;
-}
-
 uint64_t Plan::sentPerRankPerStep() const {
   uint64_t total = 0;
   for (const auto& e : entries) total += e.sentPerRank * e.perStep;

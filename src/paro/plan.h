@@ -101,9 +101,6 @@ struct Plan {
 /// The step plan of s on layout for A = microSteps (>= 1; else InvalidArgument).
 Plan makePlan(const Layout& layout, const Strategy& s, const ModelSize& size, int microSteps);
 
-/// The entries of one phase of a plan (for the runtime: the same decomposition drives the calls).
-std::vector<PlanEntry> phaseEntries(const Plan& plan, Phase phase);
-
 /// Latency and bandwidth per link class. Bandwidth is per rank for IntraHost, per host (its NICs together) for
 /// IntraSwitch, and per switch uplink for InterSwitch (0 = not limited); bytes per second.
 struct LinkModel {

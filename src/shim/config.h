@@ -13,6 +13,8 @@ namespace hoccl::shim {
 /// blocking value other than 0, 1 or undefined is an Error(hocclInvalidArgument) whose text says what to fix.
 /// A null user gives the default config. `user` points to an ncclConfig_t of any version (void so that tests can
 /// pass one built with NVIDIA's own header).
+/// Every field is carried over, but hoccl acts on `blocking` and `commName` only: `netName` (tcp is the only
+/// inter-host transport), the GPU launch fields and the other tuning fields are accepted and ignored.
 hocclConfig_t translateConfig(const void* user);
 
 }  // namespace hoccl::shim
