@@ -2,6 +2,7 @@
 #include "kernels/memory.h"
 
 #include "base/error.h"
+#include "kernels/cuda/cuda_driver.h"
 
 namespace hoccl::kernels {
 namespace {
@@ -35,6 +36,10 @@ const char* memoryKindName(MemoryKind kind) {
     case MemoryKind::Device: return "device";
   }
   return "?";
+}
+
+MemoryKind classify(const void* ptr) {
+  return cuda::classify(ptr) == cuda::PtrKind::Device ? MemoryKind::Device : MemoryKind::Host;
 }
 
 const MemoryOps& hostMemoryOps() {

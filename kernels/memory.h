@@ -39,6 +39,11 @@ class MemoryOps {
   virtual void divide(void* data, size_t n, hocclDataType_t dt, int divisor) const = 0;
 };
 
+/// Where `ptr` lives: Device for CUDA device memory (asked of the driver, when libcuda.so.1 is loadable), Host
+/// otherwise (ordinary, pinned or CUDA managed memory, which the host can read). HostShared is reported once hoccl
+/// hands out or registers shared segments (hocclMemAlloc, the zero-copy issue); null is Host.
+MemoryKind classify(const void* ptr);
+
 /// The operations for memory of `kind`. Throws hoccl::Error(hocclInvalidArgument) for Device memory in this build.
 const MemoryOps& memoryOps(MemoryKind kind);
 

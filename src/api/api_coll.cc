@@ -7,6 +7,7 @@
 #include "comm/redop.h"
 #include "base/log.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/memory.h"
 
 using namespace hoccl;
 using hoccl::api::guarded;
@@ -46,6 +47,16 @@ void checkType(hocclDataType_t dt) {
                          std::to_string(hocclNumTypes - 1) + ")");
 }
 
+// Where a buffer lives (classified once per call); device memory has no copy/reduce operations in this build.
+kernels::MemoryKind memoryKindOf(const char* name, const void* buf) {
+  const kernels::MemoryKind kind = kernels::classify(buf);
+  if (kind == kernels::MemoryKind::Device)
+    throwInvalidArgument(fmt::format("{} {} is CUDA device memory: this build of hoccl copies and reduces host memory "
+                                     "only (the CUDA device path is not built yet); pass host buffers",
+                                     name, buf));
+  return kind;
+}
+
 void checkCount(size_t count, size_t blocks, hocclDataType_t dt) {
   const size_t elem = kernels::typeSize(dt);
   const size_t limit = std::numeric_limits<size_t>::max() / 4;
@@ -71,6 +82,8 @@ hocclResult_t collective(const char* fn, Coll coll, const void* sendbuff, void* 
     if (count > 0 && k.needRecv && !recvbuff) throwInvalidArgument(fmt::format("recvbuff is NULL with count {}", count));
     if (count == 0) return hocclSuccess;  // as NCCL: a valid empty collective moves nothing and costs nothing
     Op o;
+    o.sendKind = memoryKindOf("sendbuff", sendbuff);
+    o.recvKind = memoryKindOf("recvbuff", recvbuff);
     o.kind = Op::Kind::Collective;
     o.comm = &c;
     o.coll = coll;
@@ -97,6 +110,8 @@ hocclResult_t pointToPoint(const char* fn, Op::Kind kind, const void* sendbuff, 
     if (count > 0 && kind == Op::Kind::Send && !sendbuff) throwInvalidArgument("sendbuff is NULL with count > 0");
     if (count > 0 && kind == Op::Kind::Recv && !recvbuff) throwInvalidArgument("recvbuff is NULL with count > 0");
     Op o;
+    o.sendKind = memoryKindOf("sendbuff", sendbuff);
+    o.recvKind = memoryKindOf("recvbuff", recvbuff);
     o.kind = kind;
     o.comm = &c;
     o.sendbuf = sendbuff;

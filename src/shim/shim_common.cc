@@ -7,7 +7,7 @@
 
 #include "base/log.h"
 #include "base/params.h"
-#include "shim/cuda_probe.h"
+#include "kernels/cuda/cuda_driver.h"
 
 // hoccl's C API uses NCCL's values, so casts between the two are exact. These asserts keep it that way.
 static_assert(sizeof(ncclUniqueId) == sizeof(hocclUniqueId), "unique id size");

@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "shim/cuda_probe.h"
+#include "kernels/cuda/cuda_driver.h"
 #include "shim/shim_common.h"
 
 using namespace hoccl::shim;
@@ -91,7 +91,7 @@ extern "C" {
 ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
   return guarded("ncclMemAlloc", [&] {
     if (!ptr) throw hoccl::Error(hocclInvalidArgument, "ptr is NULL; pass the address of a pointer");
-    if (cuda::deviceCount() > 0) {
+    if (hoccl::cuda::deviceCount() > 0) {
       unsupported("this process has a CUDA device, and ncclMemAlloc must then return device memory, but the "
                   "CUDA path of hoccl is not built into this libnccl.so.2. Allocate with cudaMalloc, or use "
                   "NVIDIA's libnccl.so.2.");

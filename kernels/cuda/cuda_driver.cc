@@ -1,7 +1,7 @@
-/// @file cuda_probe.cc
+/// @file cuda_driver.cc
 /// Run-time access to four CUDA driver entry points through dlopen("libcuda.so.1"). The driver is loaded once, on
 /// first use; a host without it (or without a CUDA context in this process) sees only host memory.
-#include "shim/cuda_probe.h"
+#include "kernels/cuda/cuda_driver.h"
 
 #include <dlfcn.h>
 
@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-namespace hoccl::shim::cuda {
+namespace hoccl::cuda {
 namespace {
 
 // Driver ABI facts (cuda.h): CUresult is an int, CUdeviceptr a 64-bit integer.
@@ -87,4 +87,4 @@ int deviceCount() {
   return d.deviceGetCount(&n) == kSuccess ? n : 0;
 }
 
-}  // namespace hoccl::shim::cuda
+}  // namespace hoccl::cuda

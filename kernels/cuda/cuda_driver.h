@@ -1,11 +1,12 @@
-/// @file cuda_probe.h
-/// The few CUDA driver calls the shim needs, loaded from libcuda.so.1 at run time (never linked): is a pointer
-/// device memory, synchronise a stream, is there a device at all. Without a driver everything is host memory.
+/// @file cuda_driver.h
+/// The few CUDA driver calls hoccl needs today (the memory-kind seam, kernels/memory.h, and the NCCL shim), loaded
+/// from libcuda.so.1 at run time (never linked): is a pointer device memory, synchronise a stream, is there a device
+/// at all. Without a driver everything is host memory.
 #pragma once
 
 #include <string>
 
-namespace hoccl::shim::cuda {
+namespace hoccl::cuda {
 
 /// What the driver says about a pointer.
 enum class PtrKind {
@@ -23,4 +24,4 @@ std::string streamSynchronize(void* stream);
 /// Number of CUDA devices (initialises the driver); 0 without a driver or on any error.
 int deviceCount();
 
-}  // namespace hoccl::shim::cuda
+}  // namespace hoccl::cuda
