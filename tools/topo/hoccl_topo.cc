@@ -15,8 +15,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "algo/ho_ring.h"
-#include "algo/ring.h"
+#include "algo/tuner.h"
 #include "comm/communicator.h"
 #include "sched/cost_model.h"
 #include "topology/dump.h"
@@ -97,14 +96,9 @@ std::string predictText(const topo::Topology& t, const std::string& spec) {
   size_t count = c == sched::Coll::AllReduce ? bytes / 4 : bytes / 4 / t.nranks;
   auto model = topo::LinkModel::fromParams();
   std::string out = fmt::format("cost model ({}):\n", model.describe());
-  for (auto [name, gen] : {std::pair{"ring", algo::ringSchedule}, std::pair{"ho_ring", algo::hoRingSchedule}}) {
-    std::vector<sched::Schedule> all;
-    sched::CollArgs args{c, 0, t.nranks, count, 0, 0};
-    for (int r = 0; r < t.nranks; ++r) {
-      args.rank = r;
-      all.push_back(gen(args, t));
-    }
-    auto p = topo::predict(all, t, 4, model);
+  for (const char* name : {"ring", "ho_ring"}) {
+    const sched::CollArgs args{c, 0, t.nranks, count, 0, 0};
+    auto p = algo::predictAlgorithm(algo::byName(name), args, t, 4, model);
     double factor = c == sched::Coll::AllReduce ? 2.0 * (t.nranks - 1) / t.nranks : double(t.nranks - 1) / t.nranks;
     out += fmt::format("  {:8s} {} {} B: {:10.1f} us, busbw {:7.3f} GB/s, inter-switch {:.0f} B, {} messages\n",
                        name, coll, bytes, p.seconds * 1e6, p.seconds > 0 ? bytes * factor / p.seconds / 1e9 : 0.0,
