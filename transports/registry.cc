@@ -3,13 +3,13 @@
 
 #include "transports/shm/shm_transport.h"
 #include "transports/tcp/tcp_transport.h"
-#include "transports/transport_util.h"
+#include "base/params.h"
 
 namespace hoccl::transport {
 
 std::vector<std::unique_ptr<Transport>> makeTransports() {
   std::vector<std::unique_ptr<Transport>> list;
-  if (intParam("SHM_DISABLE", 0, 0, 1) == 0) list.push_back(std::make_unique<shm::ShmTransport>());
+  if (params::SHM_DISABLE.get() == 0) list.push_back(std::make_unique<shm::ShmTransport>());
   list.push_back(std::make_unique<tcp::TcpTransport>());
   return list;
 }

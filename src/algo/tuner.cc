@@ -103,7 +103,7 @@ std::string shortcutNames() { return "small, single_copy"; }
 
 Choice decide(const transport::CollCall& call, const sched::CollArgs& args, const topo::Topology& topo,
               size_t elemSize, const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts) {
-  static const std::string forced = params::getString("ALGO");
+  static const std::string forced = params::ALGO.get();
   const bool forcedShortcut = forced == "small" || forced == "single_copy";
   if (forcedShortcut) {
     for (const auto& s : shortcuts)

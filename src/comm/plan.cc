@@ -172,7 +172,7 @@ Resolved resolve(const Op& op) {
   r.args.nranks = comm.nranks();
   r.args.count = op.count;
   r.args.root = op.root;
-  static const size_t chunkBytes = static_cast<size_t>(std::max<int64_t>(1, params::getInt("CHUNK_SIZE")));
+  static const size_t chunkBytes = static_cast<size_t>(params::CHUNK_SIZE.get());
   r.args.chunkCount = std::max<size_t>(1, chunkBytes / r.elemSize);
   r.args.inPlace = isInPlace(op) && op.op < hocclNumOps;  // a PreMulSum's scaled copy of the input is never aliased
   r.decision = &comm.decide(r.call, r.args, r.elemSize);

@@ -207,7 +207,7 @@ void run(std::vector<Task>& tasks) {
     explicit InFlight(std::vector<Cursor>& c) : cs(c) { for (auto& x : cs) ++x.comm->inFlight; }
     ~InFlight() { for (auto& x : cs) --x.comm->inFlight; }
   } inFlight(cursors);
-  static const auto timeout = std::chrono::seconds(params::getInt("TIMEOUT"));
+  static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
   Clock::time_point lastProgress{};  // read the clock only once waiting starts: most small calls never wait
   bool oversubscribed = false;
   for (const Cursor& c : cursors) oversubscribed |= c.comm->oversubscribed();

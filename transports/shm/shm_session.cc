@@ -128,7 +128,7 @@ void Exchange::check() {
                                    ctx.who, what, describePeer(info)));
     }
   }
-  static const auto timeout = std::chrono::seconds(params::getInt("TIMEOUT"));
+  static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
   if (now - waitingSince_ > timeout) throwRemoteError(silentPeerMessage(ctx.who, what, timeout.count(), missing()));
 }
 

@@ -256,8 +256,8 @@ void SingleCopyOp::copyPhase() {
 }  // namespace
 
 SingleCopyShortcut::SingleCopyShortcut(std::shared_ptr<ArenaSession> session)
-    : session_(std::move(session)), userThreshold_(params::get("CMA_MIN_BYTES").has_value()),
-      minBytes_(static_cast<size_t>(std::max<int64_t>(0, params::getInt("CMA_MIN_BYTES")))) {}
+    : session_(std::move(session)), userThreshold_(params::CMA_MIN_BYTES.isSet()),
+      minBytes_(static_cast<size_t>(params::CMA_MIN_BYTES.get())) {}
 
 bool SingleCopyShortcut::canRun(const CollCall& call) const {
   switch (call.coll) {

@@ -38,9 +38,9 @@ uint64_t fnv1a(const std::string& s) {
 }  // namespace
 
 ShmTransport::ShmTransport() {
-  int64_t slotBytes = intParam("SHM_SLOT_SIZE", kDefaultSlotBytes, 4096, int64_t{1} << 30);
+  int64_t slotBytes = params::SHM_SLOT_SIZE.get();
   slotBytes_ = static_cast<uint32_t>((slotBytes + 4095) / 4096 * 4096);
-  slots_ = static_cast<uint32_t>(intParam("SHM_SLOTS", kDefaultSlots, 2, kMaxSlots));
+  slots_ = static_cast<uint32_t>(params::SHM_SLOTS.get());
 }
 
 bool ShmTransport::canConnect(const ConnectContext& ctx, int peer) const {
@@ -104,10 +104,10 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectConte
 
 std::vector<std::unique_ptr<Shortcut>> ShmTransport::shortcuts(const ShortcutContext& ctx, bool reachesAll) {
   std::vector<std::unique_ptr<Shortcut>> out;
-  const int64_t smallMax = params::getInt("SMALL_MAX_BYTES");
+  const int64_t smallMax = params::SMALL_MAX_BYTES.get();
   // The same answer on every rank: all of them share this host, and the parameters are the job's.
   if (!reachesAll || ctx.connect->nranks < 2 || smallMax <= 0) return out;
-  const bool singleCopyWanted = params::getInt("CMA_MIN_BYTES") > 0;
+  const bool singleCopyWanted = params::CMA_MIN_BYTES.get() > 0;
   auto session = std::make_shared<ArenaSession>(
       Arena::connect(*ctx.connect, static_cast<size_t>(smallMax), singleCopyWanted), ctx);
   out.push_back(std::make_unique<SmallShortcut>(session));

@@ -17,10 +17,6 @@
 
 namespace hoccl::transport::shm {
 
-/// Default bytes per slot.
-constexpr uint32_t kDefaultSlotBytes = 512 * 1024;
-/// Default slots per direction.
-constexpr uint32_t kDefaultSlots = 8;
 
 /// The shm transport.
 class ShmTransport final : public Transport {
