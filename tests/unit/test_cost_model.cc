@@ -153,3 +153,62 @@ TEST_CASE("the tuner picks the faster algorithm and is deterministic", "[cost][t
   CHECK(std::string(algo::tune(oneArgs, one, 4, both).name()) == "ring");
   unsetenv("HOCCL_LINK_BW_INTER_SWITCH");
 }
+
+namespace {
+
+/// A shortcut with a fixed price that runs calls up to `maxCount` elements (it is never started here).
+class PricedShortcut final : public transport::Shortcut {
+ public:
+  PricedShortcut(const char* name, double seconds, size_t maxCount) : name_(name), seconds_(seconds), max_(maxCount) {}
+  const char* name() const override { return name_; }
+  bool canRun(const transport::CollCall& call) const override { return call.count <= max_; }
+  double predictSeconds(const transport::CollCall&, const topo::LinkModel&) const override { return seconds_; }
+  std::unique_ptr<transport::ShortcutOp> start(const transport::CollCall&) override { return nullptr; }
+
+ private:
+  const char* name_;
+  double seconds_;
+  size_t max_;
+};
+
+}  // namespace
+
+TEST_CASE("the one decision point compares shortcuts with the best schedule", "[cost][tuner]") {
+  topo::Topology one = topo::fromShape(1, 1, 4);
+  auto ask = [&](size_t count, std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts) {
+    transport::CollCall call;
+    call.coll = Coll::AllReduce;
+    call.count = count;
+    call.dtype = hocclFloat;
+    sched::CollArgs args{Coll::AllReduce, 0, 4, count, 0, 1 << 18};
+    return algo::decide(call, args, one, 4, shortcuts);
+  };
+  std::vector<std::unique_ptr<transport::Shortcut>> none;
+  const algo::Choice schedule = ask(1 << 20, none);
+  REQUIRE(schedule.algorithm != nullptr);
+  REQUIRE(schedule.seconds > 0);
+
+  std::vector<std::unique_ptr<transport::Shortcut>> shortcuts;
+  shortcuts.push_back(std::make_unique<PricedShortcut>("slow", schedule.seconds * 2, 1 << 30));
+  shortcuts.push_back(std::make_unique<PricedShortcut>("fast", schedule.seconds / 2, 1 << 20));
+  shortcuts.push_back(std::make_unique<PricedShortcut>("faster_but_small", schedule.seconds / 4, 1 << 10));
+  SECTION("the fastest shortcut that can run the call wins over a slower schedule") {
+    const algo::Choice c = ask(1 << 20, shortcuts);
+    REQUIRE(c.shortcut != nullptr);
+    CHECK(std::string(c.name()) == "fast");
+    CHECK(c.seconds == Approx(schedule.seconds / 2));
+  }
+  SECTION("a call outside every fast shortcut's range goes to the schedule, not to a slower shortcut") {
+    const algo::Choice c = ask((1 << 20) + 1, shortcuts);
+    REQUIRE(c.algorithm != nullptr);
+    CHECK(c.shortcut == nullptr);
+  }
+  SECTION("among several that can run it, the cheapest; a schedule faster than all of them wins") {
+    const double small = ask(1 << 10, none).seconds;
+    std::vector<std::unique_ptr<transport::Shortcut>> two;
+    two.push_back(std::make_unique<PricedShortcut>("half", small / 2, 1 << 30));
+    two.push_back(std::make_unique<PricedShortcut>("quarter", small / 4, 1 << 30));
+    CHECK(std::string(ask(1 << 10, two).name()) == "quarter");
+    CHECK(ask(1 << 10, shortcuts).algorithm != nullptr);  // all three are priced above this small call's schedule
+  }
+}
