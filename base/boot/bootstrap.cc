@@ -1,8 +1,33 @@
-// Rank side of the bootstrap: one authenticated connection to the root, used for the join and for all-gathers.
+/*
+ * Rank side of the bootstrap: one authenticated connection to the root (protocol: root_server.cc).
+ *
+ * The constructor joins synchronously (hello, JoinMessage + RankInfo; the root answers kRootInfo and the rank table).
+ * From then on one watcher thread per communicator owns every read of the connection: it waits in poll() on the
+ * socket and on an eventfd (the destructor's wake-up), parses whole messages out of what arrived, and
+ *   - queues kRootData (all-gather results) and kRootError texts for the thread waiting in allGather();
+ *   - records kRootVerdict in the communicator's Health (Health::fail: every wait sees it with one atomic load);
+ *   - on kRootClosing remembers that the root's process exits normally;
+ *   - answers kRootPing with kRankPong (while a failure is being judged: the process is running, not stopped);
+ *   - on the connection closing without kRootClosing records the loss of the root as the failure (naming the
+ *     root's process and, when it hosts one, its rank).
+ * Writes (all-gather slots, reports, abort, goodbye) come from any thread, each message in one writeAll under a
+ * mutex, so messages never interleave. The watcher never blocks anywhere but in poll(), so the destructor's wake-up
+ * always ends it at once.
+ */
 #include "base/boot/bootstrap.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/boot/wire.h"
@@ -11,26 +36,204 @@
 
 namespace hoccl::boot {
 
+std::string describeRank(const RankInfo& info) {
+  std::string host(info.hostname, strnlen(info.hostname, sizeof(info.hostname)));
+  return fmt::format("rank {} (host {}, pid {})", info.rank, host.empty() ? "?" : host, info.pid);
+}
+
+std::vector<int> namedRanks(const std::string& text) {
+  static const std::string kRank = "rank ", kHost = " (host ";
+  std::vector<int> out;
+  for (size_t at = text.find(kRank); at != std::string::npos; at = text.find(kRank, at + 1)) {
+    size_t p = at + kRank.size(), digits = p;
+    while (digits < text.size() && digits - p < 9 && text[digits] >= '0' && text[digits] <= '9') ++digits;
+    if (digits == p || text.compare(digits, kHost.size(), kHost) != 0) continue;
+    int r = std::stoi(text.substr(p, digits - p));
+    if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+  }
+  return out;
+}
+
 class Bootstrap::Impl {
  public:
   net::Fd fd;
+  net::Fd wake;  // eventfd: the destructor wakes the watcher through it
   std::string rootName;
+  int rank = 0;
+  Health* health = nullptr;
+  std::vector<RankInfo> ranks;
+  RootInfoWire root{};  // the root's process (kRootInfo)
+  std::thread watcher;
 
-  // Reads one message from the root; turns an error message into an Error that names the failed rank.
-  std::vector<char> receive(int rank, const char* what) {
-    RootHeader h{};
-    std::string ctx = fmt::format("rank {}: bootstrap {} with root {}", rank, what, rootName);
-    net::readAll(fd.get(), &h, sizeof(h), net::defaultDeadline(), ctx);
-    std::vector<char> payload(h.bytes);
-    net::readAll(fd.get(), payload.data(), payload.size(), net::defaultDeadline(), ctx);
-    if (h.type == kRootError) throwRemoteError(fmt::format("rank {}: {}", rank, std::string(payload.begin(), payload.end())));
+  std::mutex writeMutex;  // one message at a time on the socket
+  mutable std::mutex mutex;  // everything below
+  std::condition_variable changed;
+  std::deque<std::vector<char>> data;  // all-gather results not yet taken
+  std::deque<std::string> errors;      // failed bootstrap exchanges (kRootError)
+  std::optional<Verdict> verdict;
+  bool rootClosing = false;  // the root announced a normal exit
+  bool rootGone = false;     // the connection to the root is closed
+
+  // Reads one message during the join (before the watcher runs); turns an error message into an Error.
+  std::vector<char> receiveJoin(RootHeader* h, net::Deadline deadline) {
+    std::string ctx = fmt::format("rank {}: bootstrap join with root {}", rank, rootName);
+    net::readAll(fd.get(), h, sizeof(*h), deadline, ctx);
+    if (h->bytes > kMaxSlotBytes)
+      throwInternalError(fmt::format("{}: the root announced a message of {} bytes (not a hoccl root of this "
+                                     "version?)", ctx, h->bytes));
+    std::vector<char> payload(h->bytes);
+    net::readAll(fd.get(), payload.data(), payload.size(), deadline, ctx);
+    if (h->type == kRootError)
+      throwRemoteError(fmt::format("rank {}: {}", rank, std::string(payload.begin(), payload.end())));
     return payload;
+  }
+
+  // Sends one message (header and payload in one write). Throws on a lost connection or timeout.
+  void send(uint32_t type, const void* payload, size_t bytes, net::Deadline deadline, const char* what) {
+    std::vector<char> buf(sizeof(RankHeader) + bytes);
+    RankHeader h{type, 0, bytes};
+    std::memcpy(buf.data(), &h, sizeof(h));
+    if (bytes) std::memcpy(buf.data() + sizeof(h), payload, bytes);
+    std::lock_guard<std::mutex> lock(writeMutex);
+    if (!fd) throwRemoteError(fmt::format("rank {}: {}: the bootstrap connection is closed", rank, what));
+    net::writeAll(fd.get(), buf.data(), buf.size(), deadline, fmt::format("rank {}: {}", rank, what));
+  }
+
+  // The same, for messages whose loss does not matter to the caller (reports, abort, goodbye).
+  void sendQuietly(uint32_t type, const std::string& payload, const char* what) {
+    try {
+      send(type, payload.data(), payload.size(), net::Clock::now() + std::chrono::seconds(2), what);
+    } catch (const Error& e) {
+      HOCCL_INFO(kBootstrap, "rank {}: could not send {} to the bootstrap root: {}", rank, what, e.what());
+    }
+  }
+
+  // Records the first verdict (the watcher's thread, or the loss of the root).
+  void record(Verdict v) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (verdict) return;
+      verdict = v;
+    }
+    HOCCL_WARN(kBootstrap, "rank {}: the communicator failed: {}", rank, v.text);
+    if (health) health->fail(v.text);
+    changed.notify_all();
+  }
+
+  std::string describeRoot() const {
+    std::string host(root.hostname, strnlen(root.hostname, sizeof(root.hostname)));
+    for (const RankInfo& info : ranks)
+      if (info.pid == root.pid && std::strncmp(info.hostname, root.hostname, sizeof(root.hostname)) == 0)
+        return describeRank(info) + ", which hosted the bootstrap root at " + rootName + ",";
+    return fmt::format("the process hosting the bootstrap root at {} (host {}, pid {}; the process that created the "
+                       "unique id)", rootName, host.empty() ? "?" : host, root.pid);
+  }
+
+  void rootLost(const std::string& how) {
+    bool closing;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      rootGone = true;
+      closing = rootClosing;
+    }
+    changed.notify_all();
+    if (closing) {
+      HOCCL_INFO(kBootstrap, "rank {}: the bootstrap root at {} exited normally", rank, rootName);
+      return;
+    }
+    Verdict v;
+    v.kind = Verdict::Kind::RootLost;
+    for (const RankInfo& info : ranks)
+      if (info.pid == root.pid && std::strncmp(info.hostname, root.hostname, sizeof(root.hostname)) == 0)
+        v.culprit = info.rank;
+    v.text = fmt::format("{} exited or was killed ({}): without the root, failures can no longer be shared between "
+                         "the ranks, so this communicator stops. Look at that process's output for the cause; keep "
+                         "it running until every rank has destroyed its communicator", describeRoot(), how);
+    record(v);
+  }
+
+  void dispatch(const RootHeader& h, std::vector<char> payload) {
+    switch (h.type) {
+      case kRootData: {
+        std::lock_guard<std::mutex> lock(mutex);
+        data.push_back(std::move(payload));
+        break;
+      }
+      case kRootError: {
+        std::lock_guard<std::mutex> lock(mutex);
+        errors.emplace_back(payload.begin(), payload.end());
+        break;
+      }
+      case kRootVerdict: {
+        VerdictWire w{};
+        if (payload.size() < sizeof(w)) return;
+        std::memcpy(&w, payload.data(), sizeof(w));
+        Verdict v;
+        v.kind = static_cast<Verdict::Kind>(std::min<uint32_t>(w.kind, uint32_t(Verdict::Kind::Reported)));
+        v.culprit = w.culprit;
+        v.reporter = w.reporter;
+        v.text.assign(payload.begin() + sizeof(w), payload.end());
+        record(v);
+        return;
+      }
+      case kRootClosing: {
+        std::lock_guard<std::mutex> lock(mutex);
+        rootClosing = true;
+        return;
+      }
+      case kRootPing:
+        sendQuietly(kRankPong, std::string(), "a pong");
+        return;
+      default:
+        return;  // kRootInfo again, or a newer root's message: nothing to do
+    }
+    changed.notify_all();
+  }
+
+  // The watcher thread: see the comment at the top of this file.
+  void watch() {
+    std::vector<char> in;
+    char chunk[64 << 10];
+    while (true) {
+      pollfd p[2] = {{fd.get(), POLLIN, 0}, {wake.get(), POLLIN, 0}};
+      int rc = ::poll(p, 2, -1);
+      if (rc < 0) {
+        if (errno == EINTR) continue;
+        rootLost(std::string("poll failed: ") + std::strerror(errno));
+        return;
+      }
+      if (p[1].revents) return;  // destructor
+      if (!p[0].revents) continue;
+      ssize_t n = ::recv(fd.get(), chunk, sizeof(chunk), MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+      if (n <= 0) {
+        rootLost(n == 0 ? "its connection closed" : std::string("connection error: ") + std::strerror(errno));
+        return;
+      }
+      in.insert(in.end(), chunk, chunk + n);
+      size_t used = 0;
+      while (in.size() - used >= sizeof(RootHeader)) {
+        RootHeader h;
+        std::memcpy(&h, in.data() + used, sizeof(h));
+        if (h.bytes > kMaxSlotBytes) {
+          rootLost(fmt::format("it sent a message of {} bytes, which no hoccl root of this version sends", h.bytes));
+          return;
+        }
+        if (in.size() - used - sizeof(h) < h.bytes) break;
+        const char* body = in.data() + used + sizeof(h);
+        dispatch(h, std::vector<char>(body, body + h.bytes));
+        used += sizeof(h) + h.bytes;
+      }
+      in.erase(in.begin(), in.begin() + used);
+    }
   }
 };
 
-Bootstrap::Bootstrap(const UniqueId& id, int rank, int nranks, const RankInfo& self)
+Bootstrap::Bootstrap(const UniqueId& id, int rank, int nranks, const RankInfo& self, Health* health)
     : impl_(std::make_unique<Impl>()), rank_(rank), nranks_(nranks), secret_(id.secret), commTag_(id.nonce) {
   impl_->rootName = id.root.toString();
+  impl_->rank = rank;
+  impl_->health = health;
   net::Deadline deadline = net::defaultDeadline();
   impl_->fd = net::connectUntil(id.root, deadline,
                                 fmt::format("rank {}: joining the bootstrap root (HOCCL_COMM_ID / unique id)", rank));
@@ -40,23 +243,74 @@ Bootstrap::Bootstrap(const UniqueId& id, int rank, int nranks, const RankInfo& s
   info.rank = rank;
   net::writeAll(impl_->fd.get(), &join, sizeof(join), deadline, "bootstrap join");
   net::writeAll(impl_->fd.get(), &info, sizeof(info), deadline, "bootstrap join");
-  std::vector<char> table = impl_->receive(rank, "join");
+  std::vector<char> table;
+  while (true) {
+    RootHeader h{};
+    std::vector<char> payload = impl_->receiveJoin(&h, deadline);
+    if (h.type == kRootInfo && payload.size() >= sizeof(RootInfoWire)) {
+      std::memcpy(&impl_->root, payload.data(), sizeof(RootInfoWire));
+      continue;
+    }
+    if (h.type != kRootData) continue;
+    table = std::move(payload);
+    break;
+  }
   if (table.size() != sizeof(RankInfo) * static_cast<size_t>(nranks))
     throwInternalError(fmt::format("rank {}: bootstrap root sent a rank table of {} bytes", rank, table.size()));
   ranks_.resize(nranks);
   std::memcpy(ranks_.data(), table.data(), table.size());
+  impl_->ranks = ranks_;
+  impl_->wake = net::Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!impl_->wake) throwSystemError(fmt::format("rank {}: eventfd() for the bootstrap watcher failed", rank), errno);
+  impl_->watcher = std::thread([impl = impl_.get()] { impl->watch(); });
   HOCCL_INFO(kBootstrap, "rank {}/{} joined the bootstrap at {}", rank, nranks, impl_->rootName);
 }
 
-Bootstrap::~Bootstrap() = default;
+Bootstrap::~Bootstrap() {
+  if (!impl_->watcher.joinable()) return;
+  impl_->sendQuietly(kRankGoodbye, std::string(), "goodbye");
+  uint64_t one = 1;
+  if (::write(impl_->wake.get(), &one, sizeof(one)) != sizeof(one))
+    HOCCL_WARN(kBootstrap, "rank {}: could not wake the bootstrap watcher: {}", rank_, std::strerror(errno));
+  impl_->watcher.join();
+}
 
 void Bootstrap::allGather(void* data, size_t bytes) {
   auto* slots = static_cast<char*>(data);
-  uint64_t n = bytes;
+  auto stopped = [&](const std::string& why) {
+    throwRemoteError(fmt::format("rank {}: bootstrap all-gather stopped: {}", rank_, why));
+  };
+  if (auto v = verdict()) stopped(v->text);
   net::Deadline deadline = net::defaultDeadline();
-  net::writeAll(impl_->fd.get(), &n, sizeof(n), deadline, "bootstrap all-gather");
-  net::writeAll(impl_->fd.get(), slots + bytes * rank_, bytes, deadline, "bootstrap all-gather");
-  std::vector<char> all = impl_->receive(rank_, "all-gather");
+  impl_->send(kRankSlot, slots + bytes * rank_, bytes, deadline, "bootstrap all-gather");
+  std::vector<char> all;
+  {
+    std::unique_lock<std::mutex> lock(impl_->mutex);
+    impl_->changed.wait_until(lock, deadline, [&] {
+      return !impl_->data.empty() || !impl_->errors.empty() || impl_->verdict || impl_->rootGone;
+    });
+    if (!impl_->data.empty()) {
+      all = std::move(impl_->data.front());
+      impl_->data.pop_front();
+    } else if (!impl_->errors.empty()) {
+      std::string text = std::move(impl_->errors.front());
+      impl_->errors.pop_front();
+      lock.unlock();
+      throwRemoteError(fmt::format("rank {}: {}", rank_, text));
+    } else if (impl_->verdict) {
+      std::string text = impl_->verdict->text;
+      lock.unlock();
+      stopped(text);
+    } else if (impl_->rootGone) {
+      lock.unlock();
+      stopped(fmt::format("the bootstrap root at {} has exited", impl_->rootName));
+    } else {
+      lock.unlock();
+      stopped(fmt::format("no answer from the bootstrap root at {} within HOCCL_TIMEOUT: another rank has not "
+                          "reached the same init / hocclCommSplit / hocclCommFinalize (stuck, or calling a different "
+                          "operation); raise HOCCL_TIMEOUT if it is only slow", impl_->rootName));
+    }
+  }
   if (all.size() != bytes * nranks_)
     throwInvalidUsage(fmt::format("rank {}: bootstrap all-gather got {} bytes, expected {} x {}: the ranks called "
                                   "different operations (a mismatched CommSplit or init?)", rank_, all.size(),
@@ -67,6 +321,41 @@ void Bootstrap::allGather(void* data, size_t bytes) {
 void Bootstrap::barrier() {
   std::vector<char> dummy(nranks_);
   allGather(dummy.data(), 1);
+}
+
+void Bootstrap::reportFailure(const std::string& message) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (impl_->verdict || impl_->rootGone) return;
+  }
+  impl_->sendQuietly(kRankReport, message.substr(0, kMaxReportBytes), "a failure report");
+}
+
+void Bootstrap::reportAbort() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (impl_->verdict || impl_->rootGone) return;
+  }
+  impl_->sendQuietly(kRankAbort, std::string(), "the abort notice");
+}
+
+std::string Bootstrap::shareFailure(const std::string& message, std::chrono::milliseconds wait) {
+  reportFailure(message);
+  std::optional<Verdict> v;
+  {
+    std::unique_lock<std::mutex> lock(impl_->mutex);
+    impl_->changed.wait_for(lock, wait, [&] { return impl_->verdict || impl_->rootGone; });
+    v = impl_->verdict;
+  }
+  if (!v || v->kind == Verdict::Kind::RootLost || v->culprit < 0) return "";
+  if (message.find(v->text) != std::string::npos) return "";  // the failure is the verdict itself
+  if (v->reporter == rank_) return "";  // the root chose this rank's own report: its message is the first-hand one
+  return v->text;
+}
+
+std::optional<Verdict> Bootstrap::verdict() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->verdict;
 }
 
 }  // namespace hoccl::boot

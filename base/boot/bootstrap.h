@@ -1,15 +1,21 @@
 /// @file bootstrap.h
 /// The bootstrap network: how ranks find each other before any transport exists. The root of the unique id listens;
 /// every rank connects to it (proving the job secret), and the root relays all-gathers and barriers (a star). Each
-/// rank keeps its connection to the root for the communicator's lifetime; a closed connection means a dead rank.
+/// rank keeps its connection to the root for the communicator's lifetime, and that connection is also the job's
+/// side channel for failures: a rank that detects a failure reports it, the root picks one culprit for the whole
+/// communicator and tells every rank (a Verdict, recorded in the communicator's Health), and a rank that aborts
+/// releases all others. The protocol is described at the top of root_server.cc.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "hoccl/hoccl.h"
+#include "base/health.h"
 #include "base/socket.h"
 
 namespace hoccl::boot {
@@ -48,12 +54,38 @@ UniqueId createUniqueId();
 /// text, hashed) — rank 0 serves it. Throws InvalidUsage with advice when the variables are missing.
 UniqueId uniqueIdFromEnvironment(int rank);
 
+/// "rank r (host h, pid p)": how every failure message names a rank (the words of transport::describePeer).
+std::string describeRank(const RankInfo& info);
+/// The ranks that `text` names in the describeRank form ("rank N (host "), in order of first appearance, without
+/// duplicates. The root reads a failure report's suspects this way.
+std::vector<int> namedRanks(const std::string& text);
+
+/// The root's one decision about a failed communicator, the same on every rank.
+struct Verdict {
+  /// What happened to the culprit.
+  enum class Kind : uint32_t {
+    Died = 0,      ///< its connection to the root closed without a goodbye while others needed it (killed, crashed)
+    Aborted = 1,   ///< it called hocclCommAbort
+    Left = 2,      ///< it had destroyed its communicator while others still waited for it (mismatched calls)
+    Stalled = 3,   ///< alive and connected, but others gave up waiting for it (stopped, stuck, other operation)
+    Reported = 4,  ///< it reported a failure of its own that names no peer
+    RootLost = 5,  ///< this rank lost its connection to the root (decided locally, never sent by the root)
+  };
+  Kind kind = Kind::Reported;  ///< see Kind
+  int culprit = -1;            ///< the rank blamed (-1: unknown, e.g. the root's process when it hosts no rank)
+  int reporter = -1;           ///< the rank whose report led to it (-1: none)
+  std::string text;            ///< for people; starts with describeRank(culprit) when the culprit is a rank
+};
+
 /// A connected bootstrap for one communicator.
 class Bootstrap {
  public:
   /// Connects rank `rank` of `nranks` to the root of `id`, exchanges RankInfo. Rank 0 of a HOCCL_COMM_ID init also
-  /// hosts the root. Throws on timeout (naming the missing ranks) or a bad secret.
-  Bootstrap(const UniqueId& id, int rank, int nranks, const RankInfo& self);
+  /// hosts the root. Throws on timeout (naming the missing ranks) or a bad secret. Then watches the connection from
+  /// a background thread: the root's verdict, or the loss of the root, is recorded in `health` (when given) with
+  /// Health::fail.
+  Bootstrap(const UniqueId& id, int rank, int nranks, const RankInfo& self, Health* health = nullptr);
+  /// Says goodbye to the root (so that this rank is never blamed for leaving), stops the watcher and disconnects.
   ~Bootstrap();
   Bootstrap(const Bootstrap&) = delete;
   Bootstrap& operator=(const Bootstrap&) = delete;
@@ -72,6 +104,23 @@ class Bootstrap {
   void allGather(void* data, size_t bytes);
   /// Waits until every rank has called barrier().
   void barrier();
+
+  /// Tells every rank of the communicator, through the root, that a failure happened; `message` names the suspect
+  /// rank(s) as describeRank does. The root weighs all reports (and the connections it saw close) and sends one
+  /// Verdict naming one culprit to every rank; on each rank the first verdict wins. Never throws; does nothing once a
+  /// verdict is known or the root is gone.
+  void reportFailure(const std::string& message);
+  /// Tells every rank that this rank aborted the communicator (hocclCommAbort): the root's verdict names this rank
+  /// and releases every other rank's waits. Never throws.
+  void reportAbort();
+  /// For a rank whose operation failed with `message`: reports it (unless a verdict is already known) and waits up
+  /// to `wait` for the root's verdict. Returns the verdict's text when the operation should fail with it instead of
+  /// `message` (the job's culprit and what happened to it, the same words on every rank); "" when `message` is the
+  /// verdict already, when the root chose this rank's own report (its message is the first-hand account), or when
+  /// no verdict came.
+  std::string shareFailure(const std::string& message, std::chrono::milliseconds wait = std::chrono::seconds(2));
+  /// The verdict received from the root, or the loss of the root; nullopt while the communicator is healthy.
+  std::optional<Verdict> verdict() const;
 
  private:
   class Impl;

@@ -1,26 +1,72 @@
 /// @file wire.h
-/// Messages between a rank and its bootstrap root (internal to src/boot).
+/// Messages between a rank and its bootstrap root (internal to base/boot; the protocol is described at the top of
+/// root_server.cc). Every message after the join is a fixed header followed by `bytes` bytes of payload.
 #pragma once
 
 #include <cstdint>
 
 namespace hoccl::boot {
 
-/// First message of a rank after the hello: who it is.
+/// First message of a rank after the hello: who it is (a RankInfo follows).
 struct JoinMessage {
   int32_t nranks;  ///< the size the rank was told
   int32_t rank;    ///< its rank
 };
 
+/// Header of every message from a rank to the root after the join.
+struct RankHeader {
+  uint32_t type;      ///< kRankSlot, kRankReport, kRankAbort, kRankGoodbye or kRankPong
+  uint32_t reserved;  ///< 0
+  uint64_t bytes;     ///< payload bytes that follow
+};
+/// This rank's slot of the next all-gather (or barrier) round follows.
+constexpr uint32_t kRankSlot = 1;
+/// This rank detected a failure; the text follows (it names the suspect ranks as "rank N (host H, pid P)").
+constexpr uint32_t kRankReport = 2;
+/// This rank aborted the communicator (hocclCommAbort); no payload.
+constexpr uint32_t kRankAbort = 3;
+/// This rank leaves normally (communicator destroyed): its connection closing next is no failure; no payload.
+constexpr uint32_t kRankGoodbye = 4;
+/// Answer to kRootPing, sent by the rank's watcher thread (so it proves the process runs); no payload.
+constexpr uint32_t kRankPong = 5;
+
 /// Header of every message from the root to a rank.
 struct RootHeader {
-  uint32_t type;      ///< kRootData or kRootError
-  int32_t rank;       ///< for errors: the rank that failed or is missing (-1 = several / unknown)
-  uint64_t bytes;     ///< payload bytes that follow (data, or the error text)
+  uint32_t type;      ///< kRootData, kRootError, kRootVerdict, kRootClosing, kRootInfo or kRootPing
+  int32_t rank;       ///< for errors and verdicts: the rank that failed or is missing (-1 = several / unknown)
+  uint64_t bytes;     ///< payload bytes that follow (data, the error text, a VerdictWire and its text, ...)
 };
-/// A payload follows.
+/// A payload follows: the rank table after the join, or the result of an all-gather round.
 constexpr uint32_t kRootData = 0;
-/// An error text follows; the bootstrap is unusable afterwards.
+/// An error text follows: the join, or the bootstrap exchange this rank waits in, failed.
 constexpr uint32_t kRootError = 1;
+/// The root's one decision about a failed communicator: a VerdictWire, then its text.
+constexpr uint32_t kRootVerdict = 2;
+/// The process hosting the root exits normally (its connection closing next is no failure); no payload.
+constexpr uint32_t kRootClosing = 3;
+/// Sent once before the rank table: a RootInfoWire naming the root's process (for messages when it disappears).
+constexpr uint32_t kRootInfo = 4;
+/// Is this process running? Answered with kRankPong; no payload.
+constexpr uint32_t kRootPing = 5;
+
+/// Payload head of kRootVerdict.
+struct VerdictWire {
+  uint32_t kind;      ///< Verdict::Kind
+  int32_t culprit;    ///< the rank blamed
+  int32_t reporter;   ///< the rank whose report led to it (-1: the root saw it by itself)
+  uint32_t reserved;  ///< 0
+};
+
+/// Payload of kRootInfo.
+struct RootInfoWire {
+  int32_t pid;         ///< process id of the root
+  int32_t reserved;    ///< 0
+  char hostname[64];   ///< its host
+};
+
+/// Largest slot of an all-gather round the root accepts.
+constexpr uint64_t kMaxSlotBytes = uint64_t{256} << 20;
+/// Largest failure report the root accepts.
+constexpr uint64_t kMaxReportBytes = 64 << 10;
 
 }  // namespace hoccl::boot

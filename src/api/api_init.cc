@@ -221,7 +221,11 @@ hocclResult_t hocclCommAbort(hocclComm_t comm) {
       return hocclSuccess;
     }
     if (comm->impl) {
-      comm->impl->health().abort();
+      Health& health = comm->impl->health();
+      health.abort();
+      // Every other rank learns it through the bootstrap root and leaves its waits (unless the communicator had
+      // already failed: then they know the culprit, and this abort is only the clean-up after it).
+      if (!health.failed()) comm->impl->bootstrap().reportAbort();
       // Operations on other threads notice the flag within a millisecond and leave.
       auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
       while (comm->impl->inFlight.load() > 0 && std::chrono::steady_clock::now() < until)
