@@ -27,7 +27,10 @@ GroupState& state() {
 }
 
 // Runs f on behalf of ops; a transport-level failure leaves their communicators unusable, so it is recorded as
-// their async error.
+// their async error and shared with every other rank through the bootstrap (base/boot/root_server.cc): the root
+// names one culprit for the whole communicator and releases everybody's waits. Unless the root chose this rank's own
+// report, the call fails with the root's verdict (the same culprit and words on every rank) instead of what this
+// rank saw (often only a survivor stopping, or a peer's connection closing after it aborted).
 template <class F>
 void recordingFailures(const Op* ops, size_t n, F&& f) {
   try {
@@ -37,6 +40,26 @@ void recordingFailures(const Op* ops, size_t n, F&& f) {
       for (size_t i = 0; i < n; ++i) {
         int expected = hocclSuccess;
         ops[i].comm->asyncError.compare_exchange_strong(expected, e.code());
+      }
+      std::string verdict;
+      const Communicator* blamed = nullptr;
+      for (size_t i = 0; i < n; ++i) {
+        Communicator* c = ops[i].comm;
+        bool seen = false;
+        for (size_t j = 0; j < i; ++j) seen |= ops[j].comm == c;
+        if (seen || c->health().aborted()) continue;  // an abort is announced by hocclCommAbort itself
+        std::string v = c->bootstrap().shareFailure(e.what());
+        if (verdict.empty() && !v.empty()) {
+          verdict = v;
+          blamed = c;
+        }
+      }
+      if (blamed) {
+        Error culprit(hocclRemoteError,
+                      fmt::format("{}: {} stopped: {}", blamed->describe(),
+                                  n == 1 ? describeOp(ops[0]) : fmt::format("a group of {} operations", n), verdict));
+        HOCCL_WARN(kColl, "{}", culprit.what());
+        throw culprit;
       }
     }
     HOCCL_WARN(kColl, "{}", e.what());
