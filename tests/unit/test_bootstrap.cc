@@ -1,0 +1,277 @@
+// The bootstrap's failure side channel (base/boot/root_server.cc), with ranks as threads of this process around a
+// real root: reports become one verdict on every rank, aborts release everybody, a rank that disconnects without a
+// goodbye is blamed only once somebody needs it, the sink of a chain of waits is the silent rank, and the loss of the
+// root is recorded unless it announced a normal exit, and a connected rank that does not answer a ping is stopped. "Crashed" ranks are raw connections that join and then close
+// without a goodbye; a fake root (a listener in the test) stands in for a root process that dies.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/boot/bootstrap.h"
+#include "base/boot/wire.h"
+#include "base/error.h"
+#include "base/health.h"
+#include "base/socket.h"
+
+using namespace hoccl;
+using namespace hoccl::boot;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+RankInfo infoFor(int rank, int pid, const char* host) {
+  RankInfo info;
+  info.rank = rank;
+  info.pid = pid;
+  std::strncpy(info.hostname, host, sizeof(info.hostname) - 1);
+  return info;
+}
+
+// A job of n ranks on one root; `real` ranks are Bootstraps (threads), the others raw connections (see rawJoin).
+struct Job {
+  UniqueId id = createUniqueId();
+  std::deque<Health> health;
+  std::vector<std::unique_ptr<Bootstrap>> ranks;
+  std::vector<net::Fd> raw;
+
+  Job(int n, const std::vector<int>& rawRanks = {}) : health(n), ranks(n), raw(n) {
+    for (int r : rawRanks) raw[r] = rawJoin(r, n);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r) {
+      if (raw[r]) continue;
+      threads.emplace_back([this, r, n] {
+        ranks[r] = std::make_unique<Bootstrap>(id, r, n, infoFor(r, 1000 + r, "testhost"), &health[r]);
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+
+  // Joins as rank `rank` by hand and never reads: closing the result is a crash (no goodbye).
+  net::Fd rawJoin(int rank, int n) {
+    net::Deadline d = Clock::now() + std::chrono::seconds(10);
+    net::Fd fd = net::connectUntil(id.root, d, "test raw join");
+    net::sendHello(fd.get(), id.secret, net::Hello{id.nonce, rank, 0}, d);
+    JoinMessage join{n, rank};
+    RankInfo info = infoFor(rank, 1000 + rank, "testhost");
+    net::writeAll(fd.get(), &join, sizeof(join), d, "test");
+    net::writeAll(fd.get(), &info, sizeof(info), d, "test");
+    return fd;
+  }
+
+  std::string name(int r) const { return describeRank(infoFor(r, 1000 + r, "testhost")); }
+
+  // Waits until every listed rank has a verdict; returns the seconds it took.
+  double awaitVerdicts(const std::vector<int>& who, double limit = 3) {
+    auto start = Clock::now();
+    while (true) {
+      bool all = true;
+      for (int r : who) all &= health[r].failed();
+      double secs = std::chrono::duration<double>(Clock::now() - start).count();
+      if (all || secs > limit) return secs;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("namedRanks finds the ranks a message names in the describeRank form", "[bootstrap]") {
+  std::string text = "comm rank 0/4 (pid 9): lost its peer rank 2 (host a, pid 5); waiting for rank 13 (host b, "
+                     "pid 6), rank 2 (host a, pid 5) and rank x (host c)";
+  CHECK(namedRanks(text) == std::vector<int>{2, 13});
+  CHECK(namedRanks("rank 3/4 (pid 1) timed out").empty());
+  CHECK(describeRank(infoFor(7, 42, "h")) == "rank 7 (host h, pid 42)");
+}
+
+TEST_CASE("a report reaches every rank as one verdict naming the silent suspect", "[bootstrap]") {
+  Job job(3);
+  {  // rounds work as before
+    std::vector<std::thread> ts;
+    for (int r = 0; r < 3; ++r) ts.emplace_back([&, r] { job.ranks[r]->barrier(); });
+    for (auto& t : ts) t.join();
+  }
+  // Ranks 0 and 1 give up waiting: 0 waits for 1, 1 waits for 2 (the sink, which reports nothing).
+  std::thread t0([&] { job.ranks[0]->reportFailure("waited 3 s for " + job.name(1)); });
+  job.ranks[1]->reportFailure("waited 3 s for " + job.name(2));
+  t0.join();
+  double secs = job.awaitVerdicts({0, 1, 2});
+  CHECK(secs < 1.5);
+  for (int r = 0; r < 3; ++r) {
+    auto v = job.ranks[r]->verdict();
+    REQUIRE(v);
+    CHECK(v->kind == Verdict::Kind::Stalled);
+    CHECK(v->culprit == 2);
+    CHECK(v->text.rfind(job.name(2), 0) == 0);
+    CHECK(job.health[r].failure() == v->text);
+  }
+  // Once failed, bootstrap exchanges refuse at once, naming the culprit.
+  try {
+    job.ranks[0]->barrier();
+    FAIL("barrier on a failed communicator succeeded");
+  } catch (const Error& e) {
+    CHECK(e.code() == hocclRemoteError);
+    CHECK(std::string(e.what()).find(job.name(2)) != std::string::npos);
+  }
+}
+
+TEST_CASE("an abort releases every other rank at once", "[bootstrap]") {
+  Job job(4);
+  job.ranks[3]->reportAbort();
+  double secs = job.awaitVerdicts({0, 1, 2, 3});
+  CHECK(secs < 0.4);  // no settling for an abort
+  for (int r = 0; r < 4; ++r) {
+    auto v = job.ranks[r]->verdict();
+    REQUIRE(v);
+    CHECK(v->kind == Verdict::Kind::Aborted);
+    CHECK(v->culprit == 3);
+    CHECK(v->text.find(job.name(3) + " aborted") == 0);
+  }
+}
+
+TEST_CASE("a rank gone without a goodbye is blamed only when somebody needs it", "[bootstrap]") {
+  Job job(3, {2});
+  job.raw[2].reset();  // "killed": the connection closes without a goodbye
+  // Alone, that is no failure: the rank may have finished its part.
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  CHECK_FALSE(job.health[0].failed());
+  CHECK_FALSE(job.health[1].failed());
+  SECTION("a report naming it: died, decided at once, and shareFailure keeps the reporter's own message") {
+    std::string mine = "shm: rank 1 lost its peer " + job.name(2) + ": its process has exited";
+    auto start = Clock::now();
+    CHECK(job.ranks[1]->shareFailure(mine) == "");
+    CHECK(Clock::now() - start < std::chrono::milliseconds(400));
+    CHECK(job.awaitVerdicts({0, 1}) < 0.4);
+    auto v = job.ranks[0]->verdict();
+    REQUIRE(v);
+    CHECK(v->kind == Verdict::Kind::Died);
+    CHECK(v->culprit == 2);
+    CHECK(v->reporter == 1);
+    CHECK(v->text.rfind(job.name(2) + " exited or was killed", 0) == 0);
+    // Rank 0 only saw rank 1 stop: it is told to blame rank 2 instead.
+    CHECK(job.ranks[0]->shareFailure("tcp: rank 0 lost its peer " + job.name(1)) == v->text);
+  }
+  SECTION("a bootstrap exchange it does not join fails naming it") {
+    std::thread t([&] { CHECK_THROWS_AS(job.ranks[1]->barrier(), Error); });
+    try {
+      job.ranks[0]->barrier();
+      FAIL("barrier without rank 2 succeeded");
+    } catch (const Error& e) {
+      CHECK(e.code() == hocclRemoteError);
+      CHECK(std::string(e.what()).find(job.name(2) + " exited or was killed") != std::string::npos);
+    }
+    t.join();
+  }
+}
+
+TEST_CASE("a connected rank that does not answer the root's ping is the culprit", "[bootstrap]") {
+  Job job(3, {2});  // rank 2 stays connected but never reads nor answers: a stopped process
+  // Rank 0 names only the neighbour it waits for (rank 1, which runs and answers).
+  auto start = Clock::now();
+  job.ranks[0]->reportFailure("waited 3 s for " + job.name(1));
+  CHECK(job.awaitVerdicts({0, 1}) < 1);
+  double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  CHECK(secs > 0.25);  // it waited for the ping's answer
+  auto v = job.ranks[1]->verdict();
+  REQUIRE(v);
+  CHECK(v->kind == Verdict::Kind::Stalled);
+  CHECK(v->culprit == 2);
+  CHECK(v->text.rfind(job.name(2) + " does not respond", 0) == 0);
+  CHECK(job.ranks[0]->shareFailure("waited 3 s for " + job.name(1)) == v->text);
+}
+
+TEST_CASE("a rank that said goodbye is never blamed for leaving", "[bootstrap]") {
+  Job job(3);
+  job.ranks[2].reset();  // destroyed normally
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK_FALSE(job.health[0].failed());
+  CHECK_FALSE(job.health[1].failed());
+  SECTION("but an exchange it no longer joins fails, saying so (without a verdict)") {
+    std::thread t([&] { CHECK_THROWS_AS(job.ranks[1]->barrier(), Error); });
+    try {
+      job.ranks[0]->barrier();
+      FAIL("barrier without rank 2 succeeded");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find("destroyed its communicator") != std::string::npos);
+    }
+    t.join();
+    CHECK_FALSE(job.ranks[0]->verdict());
+  }
+  SECTION("and a report naming it says it left early") {
+    job.ranks[0]->reportFailure("waited 3 s for " + job.name(2));
+    CHECK(job.awaitVerdicts({0, 1}) < 0.4);
+    auto v = job.ranks[1]->verdict();
+    REQUIRE(v);
+    CHECK(v->kind == Verdict::Kind::Left);
+    CHECK(v->culprit == 2);
+  }
+}
+
+TEST_CASE("a report naming nobody blames its reporter", "[bootstrap]") {
+  Job job(2);
+  job.ranks[1]->reportFailure("mmap of the scratch buffer failed: Cannot allocate memory");
+  CHECK(job.awaitVerdicts({0, 1}) < 1.5);
+  auto v = job.ranks[0]->verdict();
+  REQUIRE(v);
+  CHECK(v->kind == Verdict::Kind::Reported);
+  CHECK(v->culprit == 1);
+  CHECK(v->text.rfind(job.name(1) + " failed: mmap", 0) == 0);
+}
+
+TEST_CASE("the loss of the root is recorded, unless it announced a normal exit", "[bootstrap]") {
+  // A fake root: accepts the one rank, answers the join, then closes (a root whose process died) or first says
+  // kRootClosing (a normal exit).
+  const bool announced = GENERATE(false, true);
+  UniqueId id;
+  id.magic = kUniqueIdMagic;
+  id.version = HOCCL_VERSION_CODE;
+  id.secret = net::randomSecret();
+  id.nonce = 77;
+  net::Fd listener = net::listenOn(net::Address::parse("127.0.0.1:0"), &id.root);
+  std::thread root([&] {
+    net::Deadline d = Clock::now() + std::chrono::seconds(10);
+    net::Fd fd = net::acceptUntil(listener.get(), d);
+    net::Hello hello;
+    REQUIRE(net::readHello(fd.get(), id.secret, &hello, d));
+    JoinMessage join;
+    RankInfo info;
+    net::readAll(fd.get(), &join, sizeof(join), d, "test");
+    net::readAll(fd.get(), &info, sizeof(info), d, "test");
+    RootInfoWire me{};
+    me.pid = info.pid;  // the root lives in rank 0's process
+    std::memcpy(me.hostname, info.hostname, sizeof(me.hostname));
+    RootHeader h{kRootInfo, -1, sizeof(me)};
+    net::writeAll(fd.get(), &h, sizeof(h), d, "test");
+    net::writeAll(fd.get(), &me, sizeof(me), d, "test");
+    h = RootHeader{kRootData, -1, sizeof(info)};
+    net::writeAll(fd.get(), &h, sizeof(h), d, "test");
+    net::writeAll(fd.get(), &info, sizeof(info), d, "test");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (announced) {
+      h = RootHeader{kRootClosing, -1, 0};
+      net::writeAll(fd.get(), &h, sizeof(h), d, "test");
+    }
+  });
+  Health health;
+  Bootstrap b(id, 0, 1, infoFor(0, 4321, "roothost"), &health);
+  root.join();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  if (announced) {
+    CHECK_FALSE(health.failed());
+    CHECK_THROWS_AS(b.barrier(), Error);  // but the bootstrap is closed
+  } else {
+    REQUIRE(health.failed());
+    CHECK(health.failure().rfind("rank 0 (host roothost, pid 4321), which hosted the bootstrap root", 0) == 0);
+    auto v = b.verdict();
+    REQUIRE(v);
+    CHECK(v->kind == Verdict::Kind::RootLost);
+    CHECK(v->culprit == 0);
+  }
+}
