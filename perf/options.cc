@@ -1,5 +1,5 @@
 /// @file options.cc
-/// Command line of the perf tools: the flags of nccl-tests (COMPAT.md), parsed with CLI11, then validated so that an
+/// Command line of the perf tools: the flags of nccl-tests, parsed with CLI11, then validated so that an
 /// unsupported value gets one clear line instead of a silently different benchmark.
 #include "options.h"
 
@@ -135,8 +135,10 @@ int parseOptions(int argc, char** argv, const char* toolName, Options* o) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help: the help text, exit code 0
+    // An unknown flag, a missing or unconvertible value: CLI11's text names the flag and the value.
+    fmt::print(stderr, "{}: {}; run `{} --help` for every flag\n", toolName, e.what(), toolName);
+    return 2;
   }
   std::string err = validate(*o);
   if (err.empty()) err = resolveLists(o);
