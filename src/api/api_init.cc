@@ -247,7 +247,13 @@ hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError
       *asyncError = static_cast<hocclResult_t>(init);
       return hocclSuccess;
     }
-    *asyncError = static_cast<hocclResult_t>(comm->impl->asyncError.load());
+    Communicator& c = *comm->impl;
+    if (c.asyncError.load() == hocclSuccess && c.health().failed()) {  // another rank failed: an idle rank learns it
+      int expected = hocclSuccess;
+      c.asyncError.compare_exchange_strong(expected, hocclRemoteError);
+      api::setLastError("hocclCommGetAsyncError: " + c.describe() + ": " + c.health().failure());
+    }
+    *asyncError = static_cast<hocclResult_t>(c.asyncError.load());
     return hocclSuccess;
   });
 }
