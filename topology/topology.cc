@@ -19,6 +19,7 @@
 #include <numeric>
 
 #include "base/error.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "base/params.h"
 
@@ -128,11 +129,7 @@ std::string localSwitchId(const std::string& hostId) {
   return "";
 }
 
-uint64_t hashId(const std::string& id) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : id) { h ^= c; h *= 1099511628211ull; }
-  return h;
-}
+uint64_t hashId(const std::string& id) { return fnv1a(id); }
 
 // ---- level structure ----------------------------------------------------------------------------------------
 

@@ -47,7 +47,7 @@ std::string localHostId();
 /// SLURM_TOPOLOGY_ADDR, or "" (unknown: one flat switch, unless HOCCL_TOPO_PROBE=1 makes the communicator measure
 /// the switches once connected, see src/comm/topo_probe.h).
 std::string localSwitchId(const std::string& hostId);
-/// A stable 64-bit hash of an id string (FNV-1a).
+/// A stable 64-bit hash of an id string: FNV-1a (base/hash.h), the same on every rank and host.
 uint64_t hashId(const std::string& id);
 
 /// The level structure used by HO-Ring: every rank has one coordinate per level, level 0 innermost, and the
