@@ -84,14 +84,14 @@ std::string expandFileName(const std::string& pattern) {
 }
 
 void readEnvironment(Settings& s) {
-  std::string lvl = upper(params::getString("DEBUG"));
+  std::string lvl = upper(params::DEBUG.get());
   int level = static_cast<int>(Level::None);
   if (lvl == "VERSION") level = static_cast<int>(Level::Version);
   else if (lvl == "WARN") level = static_cast<int>(Level::Warn);
   else if (lvl == "INFO") level = static_cast<int>(Level::Info);
   else if (lvl == "TRACE") level = static_cast<int>(Level::Trace);
-  s.mask.store(parseMask(params::getString("DEBUG_SUBSYS")));
-  std::string file = params::getString("DEBUG_FILE");
+  s.mask.store(parseMask(params::DEBUG_SUBSYS.get()));
+  std::string file = params::DEBUG_FILE.get();
   if (!file.empty()) {
     if (FILE* f = std::fopen(expandFileName(file).c_str(), "a")) {
       if (s.out != stderr) std::fclose(s.out);

@@ -70,7 +70,7 @@ bool matchesIfname(const std::string& name, const std::string& spec) {
 
 }  // namespace
 
-Deadline defaultDeadline() { return Clock::now() + std::chrono::seconds(params::getInt("TIMEOUT")); }
+Deadline defaultDeadline() { return Clock::now() + std::chrono::seconds(params::TIMEOUT.get()); }
 
 void Fd::reset() {
   if (fd_ >= 0) ::close(fd_);
@@ -128,7 +128,7 @@ Address Address::parse(const std::string& hostPort) {
 }
 
 Address localAddress(const std::string& preferredIfname) {
-  std::string spec = params::getString("SOCKET_IFNAME");
+  std::string spec = params::SOCKET_IFNAME.get();
   // Without a choice from the user, the caller's preference (the NIC nearest to this rank's NUMA node) comes first.
   const std::string nearest = spec.empty() ? preferredIfname : std::string();
   ifaddrs* list = nullptr;

@@ -3,18 +3,18 @@
 
 #include <fmt/format.h>
 
-#include "base/error.h"
+#include <iterator>
+
 #include "base/params.h"
 
 namespace hoccl::topo {
 namespace {
 
-double positive(const char* name, double fallback, double scale) {
-  auto v = params::get(name);
-  if (!v) return fallback;
-  int64_t x = params::getInt(name);
-  if (x <= 0) throwInvalidArgument(fmt::format("HOCCL_{}={} must be a positive integer", name, *v));
-  return static_cast<double>(x) * scale;
+// The parameter's value scaled to seconds or bytes per second, else the model's built-in value. The declared range
+// (base/param_list.h) keeps it positive.
+double scaled(const params::IntParam& p, double fallback, double scale) {
+  auto v = p.value();
+  return v ? static_cast<double>(*v) * scale : fallback;
 }
 
 }  // namespace
@@ -31,12 +31,14 @@ const char* linkClassName(hocclLinkClass_t c) {
 
 LinkModel LinkModel::fromParams() {
   LinkModel m;
-  static const char* kBw[] = {"LINK_BW_SELF", "LINK_BW_INTRA_HOST", "LINK_BW_INTRA_SWITCH", "LINK_BW_INTER_SWITCH"};
-  static const char* kLat[] = {"LINK_LAT_SELF", "LINK_LAT_INTRA_HOST", "LINK_LAT_INTRA_SWITCH",
-                               "LINK_LAT_INTER_SWITCH"};
+  static const params::IntParam* const kBw[] = {&params::LINK_BW_SELF, &params::LINK_BW_INTRA_HOST,
+                                                &params::LINK_BW_INTRA_SWITCH, &params::LINK_BW_INTER_SWITCH};
+  static const params::IntParam* const kLat[] = {&params::LINK_LAT_SELF, &params::LINK_LAT_INTRA_HOST,
+                                                 &params::LINK_LAT_INTRA_SWITCH, &params::LINK_LAT_INTER_SWITCH};
+  static_assert(std::size(kBw) == hocclNumLinkClasses && std::size(kLat) == hocclNumLinkClasses);
   for (int c = 0; c < hocclNumLinkClasses; ++c) {
-    m.beta[c] = positive(kBw[c], m.beta[c], 1e6);
-    m.alpha[c] = positive(kLat[c], m.alpha[c], 1e-6);
+    m.beta[c] = scaled(*kBw[c], m.beta[c], 1e6);
+    m.alpha[c] = scaled(*kLat[c], m.alpha[c], 1e-6);
   }
   m.nic = m.beta[hocclLinkIntraSwitch];
   m.spine = m.beta[hocclLinkInterSwitch];

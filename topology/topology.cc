@@ -93,7 +93,7 @@ Topology fromShape(int switches, int hostsPerSwitch, int ranksPerHost) {
 }
 
 std::string localHostId() {
-  if (auto id = params::get("HOSTID")) return *id;
+  if (auto id = params::HOSTID.value()) return *id;
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   std::string bootId;
@@ -104,7 +104,7 @@ std::string localHostId() {
 
 std::string localSwitchId(const std::string& hostId) {
   // Through the parameter registry, so that the NCCL shim's NCCL_TOPO_FILE is honoured too.
-  if (auto topoFile = params::get("TOPO_FILE")) {
+  if (auto topoFile = params::TOPO_FILE.value()) {
     const std::string& file = *topoFile;
     SwitchMap map = readTopologyFile(file);
     std::string s = map.switchOf(hostId);
@@ -117,7 +117,7 @@ std::string localSwitchId(const std::string& hostId) {
     HOCCL_WARN(kTopo, "host '{}' is not listed in HOCCL_TOPO_FILE={}; trying HOCCL_SWITCH_ID / SLURM_TOPOLOGY_ADDR",
                hostId, file);
   }
-  if (auto id = params::get("SWITCH_ID")) return *id;
+  if (auto id = params::SWITCH_ID.value()) return *id;
   if (const char* env = std::getenv("SLURM_TOPOLOGY_ADDR"); env && *env) {
     // "spine.leaf.node": the switch is everything before the last component.
     std::string addr = env;

@@ -93,11 +93,11 @@ UniqueId createUniqueId() {
 }
 
 UniqueId uniqueIdFromEnvironment(int rank) {
-  auto commId = params::get("COMM_ID");
+  auto commId = params::COMM_ID.value();
   if (!commId)
     throwInvalidUsage("launcher-style init needs HOCCL_COMM_ID=host:port (the address rank 0 listens on) and "
                       "HOCCL_AUTH_TOKEN; start the job with hoccl-run, or set them for every rank");
-  auto token = params::get("AUTH_TOKEN");
+  auto token = params::AUTH_TOKEN.value();
   if (!token)
     throwInvalidUsage("HOCCL_COMM_ID is set but HOCCL_AUTH_TOKEN is not: every rank needs the same secret token "
                       "(for example from `openssl rand -hex 16`); hoccl-run sets one for you");

@@ -44,7 +44,7 @@ class Link {
   }
   // Progresses until every posted operation is complete.
   void wait(const char* what) {
-    static const auto timeout = std::chrono::seconds(params::getInt("TIMEOUT"));
+    static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
     const auto deadline = Clock::now() + timeout;
     int idle = 0;
     while (ch_.pending() > 0) {
@@ -135,7 +135,7 @@ std::vector<double> measureRow(Communicator& comm, int myHost, const std::vector
 }  // namespace
 
 bool topoProbeWanted(const topo::Topology& topo, const std::vector<boot::RankInfo>& ranks) {
-  if (params::getString("TOPO_PROBE") != "1") return false;
+  if (params::TOPO_PROBE.get() != 1) return false;
   bool anySwitch = std::any_of(ranks.begin(), ranks.end(), [](const boot::RankInfo& r) { return r.switchId[0] != 0; });
   if (anySwitch) {
     HOCCL_INFO(kTopo, "HOCCL_TOPO_PROBE=1 ignored: ranks reported switch ids (topology file or environment)");

@@ -68,7 +68,7 @@ HOCCL_NCCL_WEAK_ALIAS(ncclGetVersion)
 ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
   return guarded("ncclGetUniqueId", [&] {
     requireOut(uniqueId, "uniqueId");
-    if (const auto commId = hoccl::params::get("COMM_ID")) {
+    if (const auto commId = hoccl::params::COMM_ID.value()) {
       std::memset(uniqueId, 0, sizeof *uniqueId);
       std::memcpy(uniqueId->internal, &kEnvIdMagic, sizeof kEnvIdMagic);
       std::snprintf(uniqueId->internal + 8, sizeof uniqueId->internal - 8, "COMM_ID=%s", commId->c_str());

@@ -4,7 +4,8 @@
 /// prefixes their output lines with "[rank] ", and supervises them: the first rank that fails (non-zero exit or a
 /// signal) is named, the others get SIGTERM and, after a grace period, SIGKILL. SIGINT/SIGTERM sent to hoccl-run
 /// are forwarded. The exit code is the worst one among ranks that ended on their own (128+signal for a signal),
-/// 124 after --timeout. `--params` lists hoccl's parameter registry instead.
+/// 124 after --timeout. `--params` lists hoccl's parameters instead (base/param_list.h); `--params=markdown` prints
+/// them as the README's table.
 ///
 /// Each rank runs in its own process group, so that signals reach the programs it starts too.
 #include <CLI/CLI.hpp>
@@ -24,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "base/params.h"
+#include "tools/launcher/param_table.h"
 
 extern char** environ;
 
@@ -38,7 +39,7 @@ struct Options {
   double graceSec = 3;
   std::vector<std::string> env;
   bool hostidPerRank = false;
-  bool params = false;
+  std::string params;  // "" (run a program), "text" or "markdown"
   std::vector<std::string> command;
 };
 
@@ -376,16 +377,6 @@ int Supervisor::run() {
   return exitCode();
 }
 
-void printParams() {
-  fmt::print("hoccl parameters (environment HOCCL_<NAME>; the NCCL shim also reads NCCL_<NAME>):\n\n");
-  fmt::print("{:<28} {:<24} {:<16} {}\n", "NAME", "DEFAULT", "CURRENT", "DESCRIPTION");
-  for (const auto& p : hoccl::params::all()) {
-    std::string env = std::string("HOCCL_") + p.name;
-    const char* cur = std::getenv(env.c_str());
-    fmt::print("{:<28} {:<24} {:<16} {}\n", env, *p.defaultValue ? p.defaultValue : "-", cur ? cur : "-", p.doc);
-  }
-}
-
 /// Parses the command line; returns -1 to go on or an exit code.
 int parse(int argc, char** argv, Options* o) {
   CLI::App app{"hoccl-run: start N local ranks of a program with hoccl's launcher environment", "hoccl-run"};
@@ -397,7 +388,9 @@ int parse(int argc, char** argv, Options* o) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--env", o->env, "set K=V in every rank's environment (repeatable)")->allow_extra_args(false);
   app.add_flag("--hostid-per-rank", o->hostidPerRank, "give every rank its own HOCCL_HOSTID (emulate N hosts)");
-  app.add_flag("--params", o->params, "list hoccl's parameters with their defaults and documentation");
+  app.add_flag("--params{text}", o->params,
+               "list hoccl's parameters (type, default, range, documentation); --params=markdown prints the "
+               "README's table");
   app.prefix_command();
   app.footer("Usage: hoccl-run -n 4 [-p] [--timeout S] [--env K=V]... -- PROGRAM ARGS...");
   try {
@@ -407,7 +400,11 @@ int parse(int argc, char** argv, Options* o) {
   }
   o->command = app.remaining();
   if (!o->command.empty() && o->command[0] == "--") o->command.erase(o->command.begin());
-  if (o->params) return -1;
+  if (o->params == "text" || o->params == "markdown") return -1;
+  if (!o->params.empty()) {
+    fmt::print(stderr, "hoccl-run: --params={}: expected --params or --params=markdown\n", o->params);
+    return 2;
+  }
   for (const auto& kv : o->env) {
     if (kv.find('=') == std::string::npos || kv.front() == '=') {
       fmt::print(stderr, "hoccl-run: --env '{}': expected NAME=VALUE\n", kv);
@@ -427,8 +424,8 @@ int main(int argc, char** argv) {
   Options o;
   int rc = parse(argc, argv, &o);
   if (rc >= 0) return rc;
-  if (o.params) {
-    printParams();
+  if (!o.params.empty()) {
+    fmt::print("{}", o.params == "markdown" ? hoccl::tools::paramsMarkdown() : hoccl::tools::paramsText());
     return 0;
   }
   if (pipe2(gSignalPipe, O_CLOEXEC | O_NONBLOCK) != 0) {

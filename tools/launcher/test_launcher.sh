@@ -87,6 +87,14 @@ took=$(( $(date +%s) - start ))
 "$RUN" --params > "$TMP/params"; rc=$?
 [ $rc = 0 ] && grep -q '^HOCCL_DEBUG ' "$TMP/params" && grep -q '^HOCCL_TIMEOUT ' "$TMP/params" && ok "--params" ||
   bad "--params" "rc=$rc"
+grep -q '^HOCCL_TIMEOUT  *int  *300  *\[1, 31536000\]' "$TMP/params" && ok "--params: type, default, range" ||
+  bad "--params: type, default, range" "$(grep '^HOCCL_TIMEOUT' "$TMP/params")"
+"$RUN" --params=markdown > "$TMP/params.md"; rc=$?
+[ $rc = 0 ] && grep -qF '| `HOCCL_TIMEOUT` | int | `300` | [1, 31536000] |' "$TMP/params.md" && ok "--params=markdown" ||
+  bad "--params=markdown" "rc=$rc"
+"$RUN" --params=xml 2> "$TMP/err10"; rc=$?
+[ $rc = 2 ] && grep -q 'expected --params or --params=markdown' "$TMP/err10" && ok "--params=xml -> 2" ||
+  bad "--params=xml" "rc=$rc"
 
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/params.h"
 #include "transports/tcp/tcp_channel.h"
 #include "topology/host_hw.h"
 #include "transports/transport_util.h"
@@ -79,8 +80,8 @@ std::map<int, std::vector<net::Fd>> acceptAll(const ConnectContext& ctx, int lis
 }  // namespace
 
 TcpTransport::TcpTransport() {
-  conns_ = static_cast<int>(intParam("TCP_CONNS", kDefaultConns, 1, 16));
-  int64_t stripe = intParam("TCP_STRIPE_SIZE", kDefaultStripeBytes, 4096, int64_t{1} << 30);
+  conns_ = static_cast<int>(params::TCP_CONNS.get());
+  const int64_t stripe = params::TCP_STRIPE_SIZE.get();
   stripeBytes_ = static_cast<size_t>((stripe + 4095) / 4096 * 4096);
 }
 

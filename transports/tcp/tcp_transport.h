@@ -1,8 +1,8 @@
 /// @file tcp_transport.h
 /// The tcp transport: reaches every peer (always available, always last). One listener per rank during connect;
 /// the higher rank of a pair connects, the lower accepts; every accepted connection must first prove the job secret
-/// with net::readHello. Parameters: HOCCL_TCP_CONNS (connections per peer, default 2), HOCCL_TCP_STRIPE_SIZE
-/// (bytes per stripe, default 512 KiB); a pair uses the smaller of the two sides' values.
+/// with net::readHello. Parameters (base/param_list.h): HOCCL_TCP_CONNS (connections per peer), HOCCL_TCP_STRIPE_SIZE
+/// (bytes per stripe); a pair uses the smaller of the two sides' values.
 #pragma once
 
 #include <cstddef>
@@ -15,11 +15,6 @@
 #include "transports/transport.h"
 
 namespace hoccl::transport::tcp {
-
-/// Default connections per peer.
-constexpr int kDefaultConns = 2;
-/// Default stripe size.
-constexpr size_t kDefaultStripeBytes = 512 * 1024;
 
 /// The tcp transport.
 class TcpTransport final : public Transport {
