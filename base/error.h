@@ -13,13 +13,22 @@ namespace hoccl {
 /// The message says what failed, on which rank, with which peer, and what to try.
 class Error : public std::runtime_error {
  public:
-  /// Creates an error with code and full message.
-  Error(hocclResult_t code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  /// Creates an error with code and full message. `breaksCommunicator`: the ranks of the communicator no longer
+  /// agree on where they are (a mismatch of calls), so it cannot be used any more even though the code is a usage
+  /// error.
+  Error(hocclResult_t code, const std::string& message, bool breaksCommunicator = false)
+      : std::runtime_error(message), code_(code), breaksCommunicator_(breaksCommunicator) {}
   /// The C result code.
   hocclResult_t code() const { return code_; }
+  /// True when the communicator cannot be used after this error: a transport, system or internal failure, or a
+  /// mismatch of calls between ranks.
+  bool breaksCommunicator() const {
+    return breaksCommunicator_ || code_ == hocclRemoteError || code_ == hocclSystemError || code_ == hocclInternalError;
+  }
 
  private:
   hocclResult_t code_;
+  bool breaksCommunicator_;
 };
 
 /// Throws hocclInvalidArgument with msg.
@@ -28,6 +37,9 @@ class Error : public std::runtime_error {
 [[noreturn]] inline void throwInvalidUsage(const std::string& msg) { throw Error(hocclInvalidUsage, msg); }
 /// Throws hocclSystemError with msg and the text of errno value err.
 [[noreturn]] void throwSystemError(const std::string& msg, int err);
+/// Throws hocclInvalidUsage with msg for ranks whose calls do not match: the communicator is broken (every rank
+/// learns it through the bootstrap's failure verdict).
+[[noreturn]] inline void throwMismatch(const std::string& msg) { throw Error(hocclInvalidUsage, msg, true); }
 /// Throws hocclRemoteError with msg.
 [[noreturn]] inline void throwRemoteError(const std::string& msg) { throw Error(hocclRemoteError, msg); }
 /// Throws hocclInternalError with msg.

@@ -4,12 +4,10 @@
 #include <vector>
 
 #include "comm/plan.h"
-#include "comm/cma_coll.h"
-#include "comm/small_coll.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "algo/registry.h"
-#include "sched/cost_model.h"
+#include "algo/tuner.h"
 #include "exec/executor.h"
 #include "kernels/cpu/reduce.h"
 
@@ -26,7 +24,8 @@ GroupState& state() {
   return s;
 }
 
-// Runs f on behalf of ops; a transport-level failure leaves their communicators unusable, so it is recorded as
+// Runs f on behalf of ops; a transport-level failure or a mismatch of calls leaves their communicators unusable, so
+// it is recorded as
 // their async error and shared with every other rank through the bootstrap (base/boot/root_server.cc): the root
 // names one culprit for the whole communicator and releases everybody's waits. Unless the root chose this rank's own
 // report, the call fails with the root's verdict (the same culprit and words on every rank) instead of what this
@@ -36,7 +35,7 @@ void recordingFailures(const Op* ops, size_t n, F&& f) {
   try {
     f();
   } catch (const Error& e) {
-    if (e.code() == hocclRemoteError || e.code() == hocclSystemError || e.code() == hocclInternalError) {
+    if (e.breaksCommunicator()) {
       for (size_t i = 0; i < n; ++i) {
         int expected = hocclSuccess;
         ops[i].comm->asyncError.compare_exchange_strong(expected, e.code());
@@ -67,18 +66,14 @@ void recordingFailures(const Op* ops, size_t n, F&& f) {
   }
 }
 
-// A single small (comm/small_coll.h) or single-copy (comm/cma_coll.h) collective skips planning and the executor;
-// false when op takes neither path.
+// A single collective that the tuner gives to a transport's shortcut runs here, without planning or the executor;
+// false when op is not such a call.
 bool runFastPath(const Op& op) {
-  if (small::eligible(op)) {
-    recordingFailures(&op, 1, [&] { small::run(op); });
-    return true;
-  }
-  if (cma::eligible(op)) {
-    recordingFailures(&op, 1, [&] { cma::run(op); });
-    return true;
-  }
-  return false;
+  if (op.kind != Op::Kind::Collective) return false;
+  const Resolved r = resolve(op);
+  if (!r.decision->choice.shortcut) return false;
+  recordingFailures(&op, 1, [&] { runShortcut(op, r); });
+  return true;
 }
 
 // Plans ops and runs them on the executor.
@@ -115,8 +110,9 @@ void groupEnd() {
 int groupDepth() { return state().depth; }
 
 float groupSimulatedSeconds() {
-  // Each recorded op, one after the other, priced by the cost model over every rank's schedule, or for the one-host
-  // fast paths (which have no schedule) by the same link parameters over what they move.
+  // Each recorded op, one after the other, priced as it would run: a collective by what the tuner chose for it (a
+  // shortcut's own prediction, or the cost model over every rank's schedule, with the chunk and in-place binding
+  // planning uses); a send or receive by its link's parameters.
   const topo::LinkModel model = topo::LinkModel::fromParams();
   double seconds = 0;
   for (const Op& op : state().ops) {
@@ -127,29 +123,10 @@ float groupSimulatedSeconds() {
       seconds += model.alpha[cls] + static_cast<double>(op.count * elem) / model.beta[cls];
       continue;
     }
-    const double n = op.comm->nranks(), bytes = static_cast<double>(op.count * elem);
-    if (small::eligible(op)) {  // one hand-off, then every rank combines every payload locally
-      seconds += model.alpha[hocclLinkIntraHost] + n * bytes / model.beta[hocclLinkSelf];
-      continue;
-    }
-    if (cma::eligible(op)) {  // two hand-offs around one copy of what crosses (all-reduce: there and back)
-      const double crossing = op.coll == sched::Coll::AllReduce ? 2 * (n - 1) / n * bytes
-                              : op.coll == sched::Coll::Broadcast ? bytes : (n - 1) * bytes;
-      seconds += 2 * model.alpha[hocclLinkIntraHost] + crossing / model.beta[hocclLinkIntraHost];
-      continue;
-    }
-    sched::CollArgs args;
-    args.coll = op.coll;
-    args.nranks = op.comm->nranks();
-    args.count = op.count;
-    args.root = op.root;
-    const algo::Algorithm& alg = algo::choose(args, topology, elem);
-    std::vector<sched::Schedule> all;
-    for (int r = 0; r < args.nranks; ++r) {
-      args.rank = r;
-      all.push_back(alg.generate(args, topology));
-    }
-    seconds += topo::predict(all, topology, elem, model).seconds;
+    const Resolved r = resolve(op);
+    const algo::Choice& choice = r.decision->choice;
+    if (choice.shortcut) seconds += choice.shortcut->predictSeconds(r.call, model);
+    else seconds += algo::predictAlgorithm(*choice.algorithm, r.args, topology, elem, model).seconds;
   }
   return static_cast<float>(seconds);
 }

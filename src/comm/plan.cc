@@ -206,10 +206,13 @@ std::string describeOp(const Op& op) {
   if (op.kind != Op::Kind::Collective)
     return fmt::format("{}(count={}, {}, peer {})", op.kind == Op::Kind::Send ? "Send" : "Recv", op.count,
                        kernels::typeName(op.dtype), op.peer);
-  return fmt::format("{}(count={}, {}, {}{})", sched::collName(op.coll), op.count, kernels::typeName(op.dtype),
-                     opName(op.op),
-                     (op.coll == Coll::Broadcast || op.coll == Coll::Reduce || op.coll == Coll::Gather ||
-                      op.coll == Coll::Scatter) ? fmt::format(", root {}", op.root) : std::string());
+  transport::CollCall call;
+  call.coll = op.coll;
+  call.count = op.count;
+  call.dtype = op.dtype;
+  call.op = op.op;
+  call.root = op.root;
+  return transport::describeCall(call);
 }
 
 std::vector<exec::Task> planTasks(const std::vector<Op>& ops) {

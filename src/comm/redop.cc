@@ -65,15 +65,4 @@ bool validOp(hocclRedOp_t op, hocclDataType_t dtype, const void* comm) {
   return p && p->comm == comm && p->dtype == dtype;
 }
 
-const char* opName(hocclRedOp_t op) {
-  switch (op) {
-    case hocclSum: return "sum";
-    case hocclProd: return "prod";
-    case hocclMax: return "max";
-    case hocclMin: return "min";
-    case hocclAvg: return "avg";
-    default: return "premulsum";
-  }
-}
-
 }  // namespace hoccl

@@ -32,7 +32,5 @@ void destroyPreMulSum(hocclRedOp_t op, const void* comm);
 std::optional<PreMulSumOp> findPreMulSum(hocclRedOp_t op);
 /// Whether op is valid for comm and dtype (built-in, or a live PreMulSum of comm with the same dtype).
 bool validOp(hocclRedOp_t op, hocclDataType_t dtype, const void* comm);
-/// Name for messages: "sum", "prod", "max", "min", "avg", "premulsum".
-const char* opName(hocclRedOp_t op);
 
 }  // namespace hoccl

@@ -21,6 +21,7 @@
 #include "comm/communicator.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/wait.h"
 #include "base/params.h"
 #include "topology/probe_cluster.h"
 
@@ -46,16 +47,22 @@ class Link {
   void wait(const char* what) {
     static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
     const auto deadline = Clock::now() + timeout;
-    int idle = 0;
+    Backoff backoff(comm_.oversubscribed());
     while (ch_.pending() > 0) {
       comm_.health().check(comm_.describe(), "topology probe");
-      if (ch_.progress()) { idle = 0; continue; }
+      if (ch_.progress()) {
+        backoff.reset();
+        continue;
+      }
       if (Clock::now() > deadline)
         throwRemoteError(fmt::format("{}: topology probe ({}) with rank {} timed out after {} s; is that rank alive "
                                      "and also running with HOCCL_TOPO_PROBE=1? (raise HOCCL_TIMEOUT, or set "
                                      "HOCCL_TOPO_PROBE=0)", comm_.describe(), what, peer_, timeout.count()));
-      if (++idle < 64) std::this_thread::yield();
-      else ch_.waitForActivity(200);
+      switch (backoff.next()) {
+        case WaitAction::Spin: Backoff::cpuRelax(); break;
+        case WaitAction::Yield: sched_yield(); break;
+        case WaitAction::Block: ch_.waitForActivity(backoff.blockMicros()); break;
+      }
     }
   }
 

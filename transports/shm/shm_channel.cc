@@ -224,10 +224,10 @@ bool ShmChannel::progressRecvs() {
     PendingRecv& r = recvs_.front();
     bool endsHere = r.done + info.bytes == r.bytes;
     if (info.bytes == 0 || r.done + info.bytes > r.bytes || endsHere != (info.last != 0))
-      throwInternalError(fmt::format("shm: message size mismatch with {}: a receive of {} bytes (got {} so far) met a "
-                                     "slot of {} bytes (end of message: {}); the two ranks posted different sizes, "
-                                     "which means their collective calls differ (count, type or order)",
-                                     describePeer(peer_), r.bytes, r.done, info.bytes, info.last != 0));
+      throwMismatch(fmt::format("shm: message size mismatch with {}: a receive of {} bytes (got {} so far) met a "
+                                "slot of {} bytes (end of message: {}); nothing more was read. The two ranks posted "
+                                "different sizes: their calls differ (count, type, collective or order)",
+                                describePeer(peer_), r.bytes, r.done, info.bytes, info.last != 0));
     const char* src = info.kind == kSlotInline ? info.inlineData : in_->slot(inTail_);
     if (r.target.direct)
       std::memcpy(static_cast<char*>(r.target.direct) + r.done, src, info.bytes);

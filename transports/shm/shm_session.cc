@@ -98,8 +98,7 @@ void Exchange::agree(int r) const {
   const CallStamp theirs = session_.arena().line(r, seq_).stamp;
   if (theirs == stamp_) return;
   const auto& ctx = session_.ctx();
-  throw Error(hocclInvalidUsage,
-              fmt::format("{}: the calls do not match at operation #{} of this communicator: this rank called {} "
+  throwMismatch(fmt::format("{}: the calls do not match at operation #{} of this communicator: this rank called {} "
                           "[{}], but {} called {} [{}]. Nothing was read or written. Every rank must make the same "
                           "collective calls in the same order, with the same count, type, op and root.",
                           ctx.who, seq_, describeCall(call_), protocolName(static_cast<Protocol>(stamp_.protocol)),
