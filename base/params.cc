@@ -22,6 +22,23 @@ const char* envValue(const std::string& variable) {
   return v && *v ? v : nullptr;
 }
 
+// Where a parameter's value came from: "HOCCL_TIMEOUT" or "NCCL_TIMEOUT", and its (non-empty) text.
+struct Setting {
+  std::string variable;
+  std::string text;
+};
+
+// The non-empty value of HOCCL_<name>, else (when enabled) of NCCL_<name>.
+std::optional<Setting> lookup(const char* name) {
+  std::string variable = std::string("HOCCL_") + name;
+  if (const char* v = envValue(variable)) return Setting{variable, v};
+  if (ncclNames.load(std::memory_order_relaxed)) {
+    variable = std::string("NCCL_") + name;
+    if (const char* v = envValue(variable)) return Setting{variable, v};
+  }
+  return std::nullopt;
+}
+
 // A decimal or 0x-hexadecimal integer with an optional sign, nothing else (no spaces, no suffix, no octal).
 std::optional<int64_t> parseInteger(const std::string& text) {
   const char* p = text.data();
@@ -57,24 +74,10 @@ ParamInfo describe(const StringParam& p) {
 
 }  // namespace
 
-namespace detail {
-
-std::optional<Setting> lookup(const char* name) {
-  std::string variable = std::string("HOCCL_") + name;
-  if (const char* v = envValue(variable)) return Setting{variable, v};
-  if (ncclNames.load(std::memory_order_relaxed)) {
-    variable = std::string("NCCL_") + name;
-    if (const char* v = envValue(variable)) return Setting{variable, v};
-  }
-  return std::nullopt;
-}
-
-}  // namespace detail
-
-bool IntParam::isSet() const { return detail::lookup(name_).has_value(); }
+bool IntParam::isSet() const { return lookup(name_).has_value(); }
 
 std::optional<int64_t> IntParam::value() const {
-  auto setting = detail::lookup(name_);
+  auto setting = lookup(name_);
   if (!setting) return std::nullopt;
   auto v = parseInteger(setting->text);
   if (!v || *v < lo_ || *v > hi_) {
@@ -94,10 +97,10 @@ int64_t IntParam::get() const {
                                  name_));
 }
 
-bool StringParam::isSet() const { return detail::lookup(name_).has_value(); }
+bool StringParam::isSet() const { return lookup(name_).has_value(); }
 
 std::optional<std::string> StringParam::value() const {
-  if (auto setting = detail::lookup(name_)) return std::move(setting->text);
+  if (auto setting = lookup(name_)) return std::move(setting->text);
   return std::nullopt;
 }
 

@@ -111,28 +111,4 @@ const std::vector<ParamInfo>& all();
 /// Also honour NCCL_<NAME> (called by the NCCL shim at load time). HOCCL_ names win when both are set.
 void enableNcclNames();
 
-// ---- Lookup by name: only for files not converted to the typed objects yet; to be deleted. ----------------------
-
-/// The raw value of HOCCL_<name> (or NCCL_<name>), if set. A name not declared in base/param_list.h is a
-/// hocclInternalError. Prefer params::NAME.value().
-std::optional<std::string> get(const char* name);
-/// The raw value, or the declared default as text. Undeclared names as get(). Prefer params::NAME.get().
-std::string getString(const char* name);
-/// The value of an integer parameter, range-checked, or its default (0 when it has none). Undeclared or text
-/// parameters are a hocclInternalError. Prefer params::NAME.get().
-int64_t getInt(const char* name);
-
-namespace detail {
-
-/// Where a parameter's value came from.
-struct Setting {
-  std::string variable;  ///< "HOCCL_TIMEOUT" or "NCCL_TIMEOUT"
-  std::string text;      ///< its value, never empty
-};
-
-/// The non-empty value of HOCCL_<name>, else (when enabled) of NCCL_<name>; nullopt when neither is set.
-std::optional<Setting> lookup(const char* name);
-
-}  // namespace detail
-
 }  // namespace hoccl::params

@@ -1,6 +1,5 @@
 // Typed parameters (base/param_list.h, base/params.h): defaults, set values, malformed and out-of-range values and
-// their messages, NCCL_ names, the declarations themselves, the by-name lookup kept for unconverted files, and the
-// launcher's rank variables.
+// their messages, NCCL_ names, the declarations themselves, and the launcher's rank variables.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -149,12 +148,10 @@ TEST_CASE("NCCL_ names count only after enableNcclNames, and HOCCL_ names win", 
   ScopedEnv h2("HOCCL_TCP_CONNS", nullptr), n2("NCCL_TCP_CONNS", "5");
   CHECK_FALSE(params::SWITCH_ID.isSet());
   CHECK(params::TCP_CONNS.get() == 2);
-  CHECK_FALSE(params::get("SWITCH_ID").has_value());
 
   params::enableNcclNames();
   CHECK(params::SWITCH_ID.value() == std::string("from-nccl"));
   CHECK(params::TCP_CONNS.get() == 5);
-  CHECK(params::getString("SWITCH_ID") == "from-nccl");
   {
     ScopedEnv w1("HOCCL_SWITCH_ID", "from-hoccl"), w2("HOCCL_TCP_CONNS", "3");
     CHECK(params::SWITCH_ID.get() == "from-hoccl");
@@ -194,25 +191,6 @@ TEST_CASE("every parameter is declared once, with a doc, a consistent range and 
   CHECK(names.count("ALGO") == 1);
   CHECK(std::string(params::typeName(params::Type::Int)) == "int");
   CHECK(std::string(params::typeName(params::Type::String)) == "string");
-}
-
-TEST_CASE("the by-name lookup refuses undeclared names and checks declared ranges", "[params]") {
-  ScopedEnv t("HOCCL_TIMEOUT", nullptr), c("HOCCL_CHUNK_SIZE", "4096");
-  CHECK(params::getInt("TIMEOUT") == 300);
-  CHECK(params::getString("TIMEOUT") == "300");
-  CHECK_FALSE(params::get("TIMEOUT").has_value());
-  CHECK(params::getInt("CHUNK_SIZE") == 4096);
-  CHECK(params::get("CHUNK_SIZE") == std::string("4096"));
-  CHECK(params::getInt("LINK_LAT_SELF") == 0);  // declared without default
-  for (auto lookup : {+[] { params::get("TIMEOTU"); }, +[] { params::getString("TIMEOTU"); },
-                      +[] { params::getInt("TIMEOTU"); }}) {
-    std::string msg = errorOf(lookup, hocclInternalError);
-    CHECK_THAT(msg, Catch::Contains("TIMEOTU") && Catch::Contains("not declared in base/param_list.h"));
-  }
-  CHECK_THAT(errorOf([] { params::getInt("ALGO"); }, hocclInternalError), Catch::Contains("not as an integer"));
-  ScopedEnv z("HOCCL_CHUNK_SIZE", "0");
-  CHECK_THAT(errorOf([] { params::getInt("CHUNK_SIZE"); }, hocclInvalidArgument),
-             Catch::Contains("HOCCL_CHUNK_SIZE='0'"));
 }
 
 TEST_CASE("launcher rank and size: HOCCL_ first, then other launchers, all range-checked", "[params][launcher]") {
