@@ -95,7 +95,7 @@ typedef struct hocclConfig_v1 {
   int cgaClusterSize;          ///< accepted and ignored (GPU launch tuning)
   int minCTAs;                 ///< accepted and ignored
   int maxCTAs;                 ///< accepted and ignored
-  const char* netName;         ///< preferred network transport ("tcp", "ucx", "ibverbs"), NULL = automatic
+  const char* netName;         ///< accepted and ignored (tcp is the only transport between hosts today)
   int splitShare;              ///< accepted and ignored
   int trafficClass;            ///< accepted and ignored
   const char* commName;        ///< a name shown in logs, NULL = none
