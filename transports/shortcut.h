@@ -18,6 +18,7 @@
 
 #include "base/collective.h"
 #include "base/health.h"
+#include "base/wait.h"
 #include "hoccl/hoccl.h"
 #include "kernels/memory.h"
 #include "topology/link_model.h"
@@ -81,6 +82,12 @@ class Shortcut {
   virtual double predictSeconds(const CollCall& call, const topo::LinkModel& model) const = 0;
   /// Starts `call` (canRun was true). The call's buffers must stay valid until the op is done.
   virtual std::unique_ptr<ShortcutOp> start(const CollCall& call) = 0;
+  /// Runs `call` to completion on this thread, pausing with `backoff` between fruitless polls. The default starts an
+  /// op and polls it; a shortcut may override it to keep its op on the stack (no allocation per call).
+  virtual void run(const CollCall& call, Backoff& backoff) {
+    std::unique_ptr<ShortcutOp> op = start(call);
+    while (!op->poll()) backoff.pause();
+  }
 };
 
 }  // namespace hoccl::transport

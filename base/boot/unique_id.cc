@@ -6,6 +6,7 @@
 #include "base/boot/bootstrap.h"
 #include "base/boot/root_server.h"
 #include "base/error.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "base/params.h"
 
@@ -31,11 +32,8 @@ uint64_t mix(uint64_t x) {
 
 // 128 bits derived from the token text: two independent FNV-1a streams, each finished with a strong mixer.
 net::Secret secretFromToken(const std::string& token) {
-  uint64_t a = 1469598103934665603ull, b = 0x84222325cbf29ce4ull;
-  for (unsigned char c : token) {
-    a = (a ^ c) * 1099511628211ull;
-    b = (b ^ (c + 0x5bu)) * 0x100000001b3ull;
-  }
+  uint64_t a = fnv1a(token), b = 0x84222325cbf29ce4ull;
+  for (unsigned char c : token) b = fnv1aStep(b, static_cast<unsigned char>(c + 0x5bu));
   a = mix(a ^ token.size());
   b = mix(b + a);
   net::Secret s{};

@@ -5,7 +5,6 @@
 
 #include <dlfcn.h>
 
-#include <mutex>
 
 #include <fmt/format.h>
 
@@ -34,18 +33,19 @@ void bind(void* lib, const char* name, F& fn) {
   fn = reinterpret_cast<F>(dlsym(lib, name));
 }
 
+// Loaded once, on first use (a function-local static: after the first call, one acquire load).
 const Driver& driver() {
-  static Driver d;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    d.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!d.lib) return;
-    bind(d.lib, "cuInit", d.init);
-    bind(d.lib, "cuDeviceGetCount", d.deviceGetCount);
-    bind(d.lib, "cuPointerGetAttribute", d.pointerGetAttribute);
-    bind(d.lib, "cuStreamSynchronize", d.streamSynchronize);
-    bind(d.lib, "cuGetErrorString", d.getErrorString);
-  });
+  static const Driver d = [] {
+    Driver x;
+    x.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!x.lib) return x;
+    bind(x.lib, "cuInit", x.init);
+    bind(x.lib, "cuDeviceGetCount", x.deviceGetCount);
+    bind(x.lib, "cuPointerGetAttribute", x.pointerGetAttribute);
+    bind(x.lib, "cuStreamSynchronize", x.streamSynchronize);
+    bind(x.lib, "cuGetErrorString", x.getErrorString);
+    return x;
+  }();
   return d;
 }
 

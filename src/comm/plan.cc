@@ -182,9 +182,8 @@ Resolved resolve(const Op& op) {
 void runShortcut(const Op& op, const Resolved& r) {
   Communicator& comm = *op.comm;
   InFlightGuard inFlight(comm);
-  std::unique_ptr<transport::ShortcutOp> running = r.decision->choice.shortcut->start(r.call);
   Backoff backoff(comm.oversubscribed());
-  while (!running->poll()) backoff.pause();
+  r.decision->choice.shortcut->run(r.call, backoff);
 }
 
 bool isInPlace(const Op& op) {

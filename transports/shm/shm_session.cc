@@ -113,8 +113,8 @@ bool Exchange::waitMore() {
 
 void Exchange::check() {
   const auto& ctx = session_.ctx();
-  const std::string what = describeCall(call_) + " [" + protocolName(static_cast<Protocol>(stamp_.protocol)) + "]";
-  ctx.health->check(ctx.who, what);
+  auto what = [&] { return describeCall(call_) + " [" + protocolName(static_cast<Protocol>(stamp_.protocol)) + "]"; };
+  if (ctx.health->aborted() || ctx.health->failed()) ctx.health->check(ctx.who, what());
   const auto now = Clock::now();
   if (waitingSince_ == Clock::time_point{}) waitingSince_ = now;
   if (now >= nextLivenessCheck_) {
@@ -124,11 +124,11 @@ void Exchange::check() {
       if (!waitingOn(r) || info.pid == getpid() || processAlive(info.pid)) continue;
       throwRemoteError(fmt::format("{}: {} lost its peer {}: its process has exited or was killed. Look at that "
                                    "rank's output for the cause (crash, OOM kill, abort)",
-                                   ctx.who, what, describePeer(info)));
+                                   ctx.who, what(), describePeer(info)));
     }
   }
   static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
-  if (now - waitingSince_ > timeout) throwRemoteError(silentPeerMessage(ctx.who, what, timeout.count(), missing()));
+  if (now - waitingSince_ > timeout) throwRemoteError(silentPeerMessage(ctx.who, what(), timeout.count(), missing()));
 }
 
 std::string Exchange::missing() const {

@@ -150,4 +150,9 @@ std::unique_ptr<ShortcutOp> SmallShortcut::start(const CollCall& call) {
   return std::make_unique<SmallOp>(*session_, call);
 }
 
+void SmallShortcut::run(const CollCall& call, Backoff& backoff) {
+  SmallOp op(*session_, call);
+  while (!op.poll()) backoff.pause();
+}
+
 }  // namespace hoccl::transport::shm

@@ -28,6 +28,8 @@ class SmallShortcut final : public Shortcut {
   double predictSeconds(const CollCall& call, const topo::LinkModel& model) const override;
   /// Starts the call's arena round.
   std::unique_ptr<ShortcutOp> start(const CollCall& call) override;
+  /// Runs the call with its op on the stack.
+  void run(const CollCall& call, Backoff& backoff) override;
 
  private:
   std::shared_ptr<ArenaSession> session_;

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "base/params.h"
 #include "transports/shm/shm_channel.h"
@@ -27,15 +28,6 @@
 #include "transports/transport_util.h"
 
 namespace hoccl::transport::shm {
-namespace {
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
-  return h;
-}
-
-}  // namespace
 
 ShmTransport::ShmTransport() {
   int64_t slotBytes = params::SHM_SLOT_SIZE.get();
