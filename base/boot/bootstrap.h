@@ -24,7 +24,7 @@ namespace hoccl::boot {
 struct RankInfo {
   int32_t rank = -1;         ///< rank in the communicator
   int32_t pid = 0;           ///< process id
-  uint64_t hostHash = 0;     ///< host identity (topology/host_identity.h), HOCCL_HOSTID overrides
+  uint64_t hostHash = 0;     ///< host identity (topo::localHostId hashed, topology/topology.h), HOCCL_HOSTID overrides
   uint64_t switchHash = 0;   ///< switch identity (0 = unknown)
   char hostname[64] = {};    ///< for messages
   char hostId[64] = {};      ///< the host id string (hostname+boot id, or HOCCL_HOSTID)

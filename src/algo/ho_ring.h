@@ -1,6 +1,6 @@
 /// @file ho_ring.h
 /// HO-Ring (Hierarchical Overlapping Rings) schedule generator for all-reduce, reduce-scatter and all-gather. See
-/// docs/ALGORITHMS.md and the block comment in ho_ring.cc.
+/// the block comment in ho_ring.cc.
 #pragma once
 
 #include "sched/schedule.h"
