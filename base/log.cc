@@ -36,11 +36,10 @@ struct SubsysName {
   unsigned bit;
   const char* name;
 };
-constexpr SubsysName kNames[] = {{kInit, "INIT"},   {kColl, "COLL"},     {kP2P, "P2P"},
-                                 {kShm, "SHM"},     {kNet, "NET"},       {kGraph, "GRAPH"},
-                                 {kTuning, "TUNING"}, {kEnv, "ENV"},     {kAlloc, "ALLOC"},
-                                 {kCall, "CALL"},   {kBootstrap, "BOOTSTRAP"}, {kTopo, "TOPO"},
-                                 {kParo, "PARO"}};
+constexpr SubsysName kNames[] = {
+    {kInit, "INIT"},           {kColl, "COLL"},     {kP2P, "P2P"},  {kShm, "SHM"},     {kNet, "NET"},
+    {kGraph, "GRAPH"},         {kTuning, "TUNING"}, {kEnv, "ENV"},  {kAlloc, "ALLOC"}, {kCall, "CALL"},
+    {kBootstrap, "BOOTSTRAP"}, {kTopo, "TOPO"},     {kParo, "PARO"}};
 
 std::string upper(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
@@ -135,8 +134,9 @@ void write(Level level, unsigned subsys, std::string_view message) {
   Settings& s = settings();
   char host[64] = {};
   gethostname(host, sizeof(host) - 1);
-  std::string line = fmt::format("{}:{}:{} [{}] hoccl {} {} {}\n", host, getpid(), static_cast<long>(syscall(SYS_gettid)),
-                                 threadRank, levelName(level), subsysName(subsys), message);
+  std::string line = fmt::format("{}:{}:{} [{}] hoccl {} {} {}\n", host, getpid(),
+                                 static_cast<long>(syscall(SYS_gettid)), threadRank, levelName(level),
+                                 subsysName(subsys), message);
   std::lock_guard<std::mutex> lock(s.writeMutex);
   std::fputs(line.c_str(), s.out);
   std::fflush(s.out);

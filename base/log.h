@@ -14,9 +14,20 @@ enum class Level { None = 0, Version = 1, Warn = 2, Info = 3, Trace = 4 };
 
 /// Subsystems (a bit mask), named as NCCL names them where they exist.
 enum Subsys : unsigned {
-  kInit = 1u << 0, kColl = 1u << 1, kP2P = 1u << 2, kShm = 1u << 3, kNet = 1u << 4, kGraph = 1u << 5,
-  kTuning = 1u << 6, kEnv = 1u << 7, kAlloc = 1u << 8, kCall = 1u << 9, kBootstrap = 1u << 10,
-  kTopo = 1u << 11, kParo = 1u << 12, kAll = ~0u
+  kInit = 1u << 0,
+  kColl = 1u << 1,
+  kP2P = 1u << 2,
+  kShm = 1u << 3,
+  kNet = 1u << 4,
+  kGraph = 1u << 5,
+  kTuning = 1u << 6,
+  kEnv = 1u << 7,
+  kAlloc = 1u << 8,
+  kCall = 1u << 9,
+  kBootstrap = 1u << 10,
+  kTopo = 1u << 11,
+  kParo = 1u << 12,
+  kAll = ~0u
 };
 
 /// True when a message of this level and subsystem would be written (cheap: reads cached settings).
@@ -37,8 +48,8 @@ void resetFromEnvironment();
 /// Logs at TRACE.
 #define HOCCL_TRACE(SUB, ...) HOCCL_LOG_AT(::hoccl::log::Level::Trace, SUB, __VA_ARGS__)
 /// Logs at LEVEL if enabled; arguments are not evaluated otherwise.
-#define HOCCL_LOG_AT(LEVEL, SUB, ...)                                                     \
-  do {                                                                                     \
-    if (::hoccl::log::enabled(LEVEL, ::hoccl::log::SUB))                                   \
-      ::hoccl::log::write(LEVEL, ::hoccl::log::SUB, ::fmt::format(__VA_ARGS__));           \
+#define HOCCL_LOG_AT(LEVEL, SUB, ...)                                            \
+  do {                                                                           \
+    if (::hoccl::log::enabled(LEVEL, ::hoccl::log::SUB))                         \
+      ::hoccl::log::write(LEVEL, ::hoccl::log::SUB, ::fmt::format(__VA_ARGS__)); \
   } while (0)

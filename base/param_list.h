@@ -49,8 +49,7 @@
   INT(TCP_STRIPE_SIZE, 524288, 4096, int64_t{1} << 30,                                                                 \
       "Bytes per stripe when a tcp message is split across the connections of a peer (rounded up to a multiple of "    \
       "4096)")                                                                                                         \
-  STRING(NET, "",                                                                                                      \
-         "Accepted for NCCL compatibility and ignored: no effect, tcp is the only transport between hosts")            \
+  STRING(NET, "", "Accepted for NCCL compatibility and ignored: no effect, tcp is the only transport between hosts")   \
   INT(IB_DISABLE, 0, 0, 1,                                                                                             \
       "Accepted for NCCL compatibility and ignored: no effect, hoccl has no RDMA (ibverbs) transport")                 \
   STRING(SOCKET_IFNAME, "",                                                                                            \

@@ -82,9 +82,10 @@ std::optional<int64_t> IntParam::value() const {
   auto v = parseInteger(setting->text);
   if (!v || *v < lo_ || *v > hi_) {
     std::string instead = default_ ? fmt::format("unset it to use the default, {}", *default_) : "unset it";
-    throwInvalidArgument(fmt::format("{}='{}' is not valid: expected an integer in [{}, {}] (decimal or 0x hex); "
-                                     "fix it or {}. It sets: {}",
-                                     setting->variable, setting->text, lo_, hi_, instead, doc_));
+    throwInvalidArgument(
+        fmt::format("{}='{}' is not valid: expected an integer in [{}, {}] (decimal or 0x hex); "
+                    "fix it or {}. It sets: {}",
+                    setting->variable, setting->text, lo_, hi_, instead, doc_));
   }
   return v;
 }
@@ -92,9 +93,10 @@ std::optional<int64_t> IntParam::value() const {
 int64_t IntParam::get() const {
   if (auto v = value()) return *v;
   if (default_) return *default_;
-  throwInternalError(fmt::format("parameter HOCCL_{} has no default, so get() has nothing to return when it is unset; "
-                                 "the caller must use value() (this is a bug in hoccl)",
-                                 name_));
+  throwInternalError(
+      fmt::format("parameter HOCCL_{} has no default, so get() has nothing to return when it is unset; "
+                  "the caller must use value() (this is a bug in hoccl)",
+                  name_));
 }
 
 bool StringParam::isSet() const { return lookup(name_).has_value(); }
@@ -112,8 +114,8 @@ const std::vector<ParamInfo>& all() {
 #define HOCCL_PARAM_INFO_INT_(NAME, ...) describe(NAME),
 #define HOCCL_PARAM_INFO_STRING_(NAME, ...) describe(NAME),
   // Never destroyed: detached threads (the bootstrap root) may read parameters while the process exits.
-  static const std::vector<ParamInfo>& table =
-      *new std::vector<ParamInfo>{HOCCL_PARAM_LIST(HOCCL_PARAM_INFO_INT_, HOCCL_PARAM_INFO_STRING_)};
+  static const std::vector<ParamInfo>& table = *new std::vector<ParamInfo>{
+      HOCCL_PARAM_LIST(HOCCL_PARAM_INFO_INT_, HOCCL_PARAM_INFO_STRING_)};
 #undef HOCCL_PARAM_INFO_INT_
 #undef HOCCL_PARAM_INFO_STRING_
   return table;

@@ -79,8 +79,8 @@ class StringParam {
   const char* doc_;
 };
 
-#define HOCCL_PARAM_DECLARE_INT_(NAME, DEF, LO, HI, DOC)                                                         \
-  inline constexpr IntParam NAME{#NAME, DEF, LO, HI, DOC};                                                       \
+#define HOCCL_PARAM_DECLARE_INT_(NAME, DEF, LO, HI, DOC)   \
+  inline constexpr IntParam NAME{#NAME, DEF, LO, HI, DOC}; \
   static_assert(NAME.wellFormed(), "base/param_list.h: " #NAME " has lo > hi or its default outside [lo, hi]");
 #define HOCCL_PARAM_DECLARE_STRING_(NAME, DEF, DOC) inline constexpr StringParam NAME{#NAME, DEF, DOC};
 /// One object per declaration of base/param_list.h, named like the variable: params::TIMEOUT, params::ALGO, ...
@@ -97,12 +97,12 @@ const char* typeName(Type type);
 
 /// One declared parameter, as listed by all().
 struct ParamInfo {
-  const char* name;                        ///< without prefix, e.g. "TIMEOUT"
-  Type type;                               ///< integer or text
-  std::string defaultText;                 ///< the default as text, "" for none
-  const char* doc;                         ///< one line for people
-  const IntParam* integer = nullptr;       ///< the object when type is Int (range: integer->lo(), integer->hi())
-  const StringParam* text = nullptr;       ///< the object when type is String
+  const char* name;                   ///< without prefix, e.g. "TIMEOUT"
+  Type type;                          ///< integer or text
+  std::string defaultText;            ///< the default as text, "" for none
+  const char* doc;                    ///< one line for people
+  const IntParam* integer = nullptr;  ///< the object when type is Int (range: integer->lo(), integer->hi())
+  const StringParam* text = nullptr;  ///< the object when type is String
 };
 
 /// Every parameter, in declaration order.

@@ -56,8 +56,14 @@ bool matchesIfname(const std::string& name, const std::string& spec) {
   if (spec.empty()) return true;
   std::string list = spec;
   bool exclude = false, exact = false;
-  if (!list.empty() && list[0] == '^') { exclude = true; list.erase(0, 1); }
-  if (!list.empty() && list[0] == '=') { exact = true; list.erase(0, 1); }
+  if (!list.empty() && list[0] == '^') {
+    exclude = true;
+    list.erase(0, 1);
+  }
+  if (!list.empty() && list[0] == '=') {
+    exact = true;
+    list.erase(0, 1);
+  }
   bool hit = false;
   std::stringstream ss(list);
   std::string item;
@@ -203,7 +209,11 @@ void writeAll(int fd, const void* data, size_t bytes, Deadline deadline, const s
   auto* p = static_cast<const char*>(data);
   while (bytes > 0) {
     ssize_t n = ::send(fd, p, bytes, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n > 0) { p += n; bytes -= n; continue; }
+    if (n > 0) {
+      p += n;
+      bytes -= n;
+      continue;
+    }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
       if (!waitReady(fd, POLLOUT, deadline)) throwRemoteError(what + ": timed out sending");
       continue;
@@ -216,7 +226,11 @@ void readAll(int fd, void* data, size_t bytes, Deadline deadline, const std::str
   auto* p = static_cast<char*>(data);
   while (bytes > 0) {
     ssize_t n = ::recv(fd, p, bytes, MSG_DONTWAIT);
-    if (n > 0) { p += n; bytes -= n; continue; }
+    if (n > 0) {
+      p += n;
+      bytes -= n;
+      continue;
+    }
     if (n == 0) throwRemoteError(what + ": the peer closed the connection (did that process exit or crash?)");
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
       if (!waitReady(fd, POLLIN, deadline)) throwRemoteError(what + ": timed out waiting for data");
@@ -280,8 +294,10 @@ bool readHello(int fd, const Secret& secret, Hello* hello, Deadline deadline) {
   unsigned diff = 0;
   for (size_t i = 0; i < secret.size(); ++i) diff |= static_cast<unsigned>(w.secret[i] ^ secret[i]);
   if (w.magic != kHelloMagic || w.version != kHelloVersion || diff != 0) {
-    HOCCL_WARN(kNet, "dropped a connection from {}: it does not know this job's secret (a stray client, or a rank of "
-               "another job using the same port)", from.toString());
+    HOCCL_WARN(kNet,
+               "dropped a connection from {}: it does not know this job's secret (a stray client, or a rank of "
+               "another job using the same port)",
+               from.toString());
     return false;
   }
   hello->tag = w.tag;

@@ -30,7 +30,13 @@ class Fd {
   explicit Fd(int fd) : fd_(fd) {}
   ~Fd() { reset(); }
   Fd(Fd&& other) noexcept : fd_(other.release()) {}
-  Fd& operator=(Fd&& other) noexcept { if (this != &other) { reset(); fd_ = other.release(); } return *this; }
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = other.release();
+    }
+    return *this;
+  }
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   /// The raw descriptor (-1 if none).
@@ -38,7 +44,11 @@ class Fd {
   /// True if a descriptor is held.
   explicit operator bool() const { return fd_ >= 0; }
   /// Gives up ownership.
-  int release() { int f = fd_; fd_ = -1; return f; }
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
   /// Closes the descriptor, if any.
   void reset();
 
@@ -86,9 +96,9 @@ Secret randomSecret();
 
 /// The first message on every connection: proves the secret and says who is calling and why.
 struct Hello {
-  uint64_t tag = 0;    ///< which communicator / purpose (both sides agree)
-  int32_t rank = -1;   ///< caller's rank
-  int32_t index = 0;   ///< connection index (several per peer)
+  uint64_t tag = 0;   ///< which communicator / purpose (both sides agree)
+  int32_t rank = -1;  ///< caller's rank
+  int32_t index = 0;  ///< connection index (several per peer)
 };
 /// Sends the hello (magic, secret, tag, rank, index).
 void sendHello(int fd, const Secret& secret, const Hello& hello, Deadline deadline);

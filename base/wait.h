@@ -33,7 +33,10 @@ class Backoff {
   /// Counts one fruitless poll and says what to do.
   WaitAction next() {
     const unsigned i = idle_++;
-    if (oversubscribed_) return i < kSpinOversubscribed ? WaitAction::Spin : i < kYieldOversubscribed ? WaitAction::Yield : WaitAction::Block;
+    if (oversubscribed_)
+      return i < kSpinOversubscribed    ? WaitAction::Spin
+             : i < kYieldOversubscribed ? WaitAction::Yield
+                                        : WaitAction::Block;
     return i < kSpin ? WaitAction::Spin : i < kYield ? WaitAction::Yield : WaitAction::Block;
   }
   /// How long a Block lasts: short at first, longer once the wait has gone on.
@@ -54,8 +57,8 @@ class Backoff {
   }
 
  private:
-  static constexpr unsigned kSpin = 1u << 14;              // about a millisecond of polling
-  static constexpr unsigned kYield = 1u << 17;             // then yield for a while
+  static constexpr unsigned kSpin = 1u << 14;   // about a millisecond of polling
+  static constexpr unsigned kYield = 1u << 17;  // then yield for a while
   static constexpr unsigned kSpinOversubscribed = 4;
   static constexpr unsigned kYieldOversubscribed = 1u << 17;
   bool oversubscribed_;

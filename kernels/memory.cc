@@ -54,8 +54,9 @@ const MemoryOps& memoryOps(MemoryKind kind) {
     case MemoryKind::HostShared: return shared;
     case MemoryKind::Device: break;
   }
-  throwInvalidArgument("device memory: this build of hoccl has no device memory operations yet (CUDA buffers are "
-                       "not supported); pass host buffers");
+  throwInvalidArgument(
+      "device memory: this build of hoccl has no device memory operations yet (CUDA buffers are "
+      "not supported); pass host buffers");
 }
 
 }  // namespace hoccl::kernels

@@ -95,8 +95,8 @@ HOCCL_HD uint32_t roundSubnormal(float absx, uint32_t magicBits) {
 HOCCL_HD float toFloat(half_t h) {
   const uint32_t sign = (uint32_t(h.bits) & 0x8000u) << 16;
   const uint32_t em = h.bits & 0x7FFFu;
-  const uint32_t normal = (em << 13) + ((127u - 15u) << 23);                  // rebias the exponent
-  const uint32_t special = 0x7F800000u | ((em & 0x3FFu) << 13);               // inf or NaN (payload kept)
+  const uint32_t normal = (em << 13) + ((127u - 15u) << 23);                         // rebias the exponent
+  const uint32_t special = 0x7F800000u | ((em & 0x3FFu) << 13);                      // inf or NaN (payload kept)
   const uint32_t subnormal = detail::floatBits(float(em) * 5.9604644775390625e-8f);  // em * 2^-24, exact
   const uint32_t u = em >= 0x7C00u ? special : (em >= 0x0400u ? normal : subnormal);
   return detail::bitsFloat(sign | u);
@@ -110,7 +110,7 @@ HOCCL_HD float toFloat(fp8e4m3_t v) {
   const uint32_t sign = (uint32_t(v.bits) & 0x80u) << 24;
   const uint32_t em = v.bits & 0x7Fu;
   const uint32_t normal = (em << 20) + ((127u - 7u) << 23);
-  const uint32_t subnormal = detail::floatBits(float(em) * 0.001953125f);    // em * 2^-9
+  const uint32_t subnormal = detail::floatBits(float(em) * 0.001953125f);             // em * 2^-9
   const uint32_t u = em == 0x7Fu ? 0x7FC00000u : (em >= 0x08u ? normal : subnormal);  // 0x7F: the only NaN
   return detail::bitsFloat(sign | u);
 }
@@ -133,8 +133,8 @@ HOCCL_HD half_t fromFloat<half_t>(float f) {
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t normal = detail::roundNormal(u, 10u, (127u - 15u) << 10);
   const uint32_t subnormal = detail::roundSubnormal(detail::bitsFloat(u), 0x3F000000u);  // 2^-1: ulp 2^-24
-  uint32_t r = u >= 0x38800000u ? normal : subnormal;                         // 2^-14: smallest normal
-  r = u >= 0x477FF000u ? 0x7C00u : r;                                         // >= 65520 (max + half ulp), inf
+  uint32_t r = u >= 0x38800000u ? normal : subnormal;                                    // 2^-14: smallest normal
+  r = u >= 0x477FF000u ? 0x7C00u : r;  // >= 65520 (max + half ulp), inf
   return half_t{uint16_t(u > 0x7F800000u ? 0x7FFFu : (sign | r))};
 }
 
@@ -154,9 +154,9 @@ HOCCL_HD fp8e4m3_t fromFloat<fp8e4m3_t>(float f) {
   const uint32_t sign = (x >> 24) & 0x80u;
   const uint32_t normal = detail::roundNormal(u, 3u, (127u - 7u) << 3);
   const uint32_t subnormal = detail::roundSubnormal(detail::bitsFloat(u), 0x46800000u);  // 2^14: ulp 2^-9
-  uint32_t r = u >= 0x3C800000u ? normal : subnormal;                         // 2^-6: smallest normal
-  r = u > 0x43E80000u ? 0x7Eu : r;                                            // > 464 = 448 + half ulp, inf
-  r = u > 0x7F800000u ? 0x7Fu : r;                                            // NaN
+  uint32_t r = u >= 0x3C800000u ? normal : subnormal;                                    // 2^-6: smallest normal
+  r = u > 0x43E80000u ? 0x7Eu : r;                                                       // > 464 = 448 + half ulp, inf
+  r = u > 0x7F800000u ? 0x7Fu : r;                                                       // NaN
   return fp8e4m3_t{uint8_t(sign | r)};
 }
 
@@ -168,9 +168,9 @@ HOCCL_HD fp8e5m2_t fromFloat<fp8e5m2_t>(float f) {
   const uint32_t sign = (x >> 24) & 0x80u;
   const uint32_t normal = detail::roundNormal(u, 2u, (127u - 15u) << 2);
   const uint32_t subnormal = detail::roundSubnormal(detail::bitsFloat(u), 0x43000000u);  // 2^7: ulp 2^-16
-  uint32_t r = u >= 0x38800000u ? normal : subnormal;                         // 2^-14: smallest normal
-  r = u >= 0x47700000u ? 0x7Bu : r;                                           // >= 61440 = 57344 + half ulp, inf
-  r = u > 0x7F800000u ? (0x7Eu | ((u >> 21) & 0x3u)) : r;                     // NaN: quiet, top mantissa bits kept
+  uint32_t r = u >= 0x38800000u ? normal : subnormal;                                    // 2^-14: smallest normal
+  r = u >= 0x47700000u ? 0x7Bu : r;                        // >= 61440 = 57344 + half ulp, inf
+  r = u > 0x7F800000u ? (0x7Eu | ((u >> 21) & 0x3u)) : r;  // NaN: quiet, top mantissa bits kept
   return fp8e5m2_t{uint8_t(sign | r)};
 }
 

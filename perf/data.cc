@@ -88,9 +88,7 @@ inline uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-inline uint64_t hashOf(uint64_t seed, uint64_t rank, uint64_t i) {
-  return mix64(seed ^ mix64((rank << 48) ^ i));
-}
+inline uint64_t hashOf(uint64_t seed, uint64_t rank, uint64_t i) { return mix64(seed ^ mix64((rank << 48) ^ i)); }
 
 /// The value (before rounding into the type) of element i of rank's input.
 inline double rawValue(const DataSpec& s, const TypeInfo& ti, int rank, size_t i) {
@@ -140,7 +138,10 @@ double reduceExpected(const DataSpec& s, const TypeInfo& ti, size_t i, double* t
       case OpKind::Max: acc = r == 0 ? v : std::max(acc, v); break;
       case OpKind::Min: acc = r == 0 ? v : std::min(acc, v); break;
       case OpKind::MulSum: v *= toD(fromD<T>(mulSumScalarValue<T>())); [[fallthrough]];
-      default: acc += v; sumAbs += std::fabs(v); break;
+      default:
+        acc += v;
+        sumAbs += std::fabs(v);
+        break;
     }
   }
   if (s.op == OpKind::Avg) {
@@ -194,10 +195,9 @@ const std::vector<TypeInfo>& allTypes() { return kTypes; }
 
 const TypeInfo* findType(const std::string& name) {
   static const std::pair<const char*, const char*> kAliases[] = {
-      {"char", "int8"},      {"int", "int32"},        {"fp16", "half"},       {"float16", "half"},
-      {"float32", "float"},  {"fp32", "float"},       {"float64", "double"},  {"fp64", "double"},
-      {"bf16", "bfloat16"},  {"fp8e4m3", "f8e4m3"},   {"fp8e5m2", "f8e5m2"}, {"e4m3", "f8e4m3"},
-      {"e5m2", "f8e5m2"},
+      {"char", "int8"},      {"int", "int32"},      {"fp16", "half"},   {"float16", "half"},  {"float32", "float"},
+      {"fp32", "float"},     {"float64", "double"}, {"fp64", "double"}, {"bf16", "bfloat16"}, {"fp8e4m3", "f8e4m3"},
+      {"fp8e5m2", "f8e5m2"}, {"e4m3", "f8e4m3"},    {"e5m2", "f8e5m2"},
   };
   std::string n = name;
   for (const auto& a : kAliases)

@@ -46,7 +46,8 @@ std::string resolveLists(Options* o) {
   } else {
     for (const auto& name : splitList(o->opsText)) {
       OpKind k;
-      if (!findOp(name, &k)) return fmt::format("unknown reduction '{}' (-o): use sum, prod, max, min, avg, mulsum or all", name);
+      if (!findOp(name, &k))
+        return fmt::format("unknown reduction '{}' (-o): use sum, prod, max, min, avg, mulsum or all", name);
       o->ops.push_back(k);
     }
   }
@@ -61,8 +62,7 @@ std::string validate(const Options& o) {
   if (o.nGpus != 1)
     return fmt::format("-g {}: hoccl perf tools run one rank per thread (host memory); use -t {} instead", o.nGpus,
                        o.nThreads * o.nGpus);
-  if (o.minBytes > o.maxBytes)
-    return fmt::format("-b {} is larger than -e {}", o.minBytes, o.maxBytes);
+  if (o.minBytes > o.maxBytes) return fmt::format("-b {} is larger than -e {}", o.minBytes, o.maxBytes);
   if (o.stepFactor < 1) return "-f must be at least 1";
   if (o.stepFactor == 1 && o.stepBytes == 0 && o.minBytes != o.maxBytes) return "-i 0 with -f 1 never ends";
   if (o.iters < 1) return fmt::format("-n {}: need at least one timed iteration", o.iters);
@@ -72,7 +72,8 @@ std::string validate(const Options& o) {
   if (o.check < 0) return "-c must be >= 0";
   if (o.root < -1) return fmt::format("-r {}: the root is a rank number, or -1 for every root", o.root);
   if (o.blocking < 0 || o.blocking > 3) return fmt::format("-z {}: blocking mode is 0..3", o.blocking);
-  if (o.average < 0 || o.average > 3) return fmt::format("-a {}: use 0 (rank 0), 1 (mean), 2 (min) or 3 (max)", o.average);
+  if (o.average < 0 || o.average > 3)
+    return fmt::format("-a {}: use 0 (rank 0), 1 (mean), 2 (min) or 3 (max)", o.average);
   if (o.timeoutSec < 0) return "-T must be >= 0";
   if (o.cpuTime < 0 || o.cpuTime > 1) return "-C is 0 or 1";
   if (o.misalign < 0) return "-u must be >= 0";
@@ -124,12 +125,17 @@ int parseOptions(int argc, char** argv, const char* toolName, Options* o) {
   app.add_option("-u,--misalign", o->misalign, "misalign every buffer by this many elements");
   app.add_option("-R,--local_register", o->registration, "buffer registration (only 0)");
   // Flags of nccl-tests that only make sense on GPUs: accepted when they ask for nothing.
-  struct Unsupported { const char* flag; const char* what; int allowedMax; int value; };
+  struct Unsupported {
+    const char* flag;
+    const char* what;
+    int allowedMax;
+    int value;
+  };
   static Unsupported unsupported[] = {
-      {"-G", "CUDA graph launches", 0, 0}, {"-y", "the null stream", 1, 0}, {"-x", "a CTA policy", 0, 0},
-      {"-D", "the device API", 0, 0},      {"-V", "per-iteration statistics", 0, 0},
-      {"-I", "timestamps", 0, 0},          {"-K", "a memory report", 0, 0}, {"-S", "per-iteration statistics", 0, 0},
-      {"-M", "a memory report", 0, 0},     {"-p", "parallel init", 1, 0},
+      {"-G", "CUDA graph launches", 0, 0}, {"-y", "the null stream", 1, 0},          {"-x", "a CTA policy", 0, 0},
+      {"-D", "the device API", 0, 0},      {"-V", "per-iteration statistics", 0, 0}, {"-I", "timestamps", 0, 0},
+      {"-K", "a memory report", 0, 0},     {"-S", "per-iteration statistics", 0, 0}, {"-M", "a memory report", 0, 0},
+      {"-p", "parallel init", 1, 0},
   };
   for (auto& u : unsupported) app.add_option(u.flag, u.value, std::string("GPU-only option (") + u.what + ")");
   try {
@@ -144,8 +150,8 @@ int parseOptions(int argc, char** argv, const char* toolName, Options* o) {
   if (err.empty()) err = resolveLists(o);
   for (const auto& u : unsupported) {
     if (err.empty() && (u.value < 0 || u.value > u.allowedMax))
-      err = fmt::format("{} {}: {} is not supported by hoccl's host-memory perf tools; leave it at 0", u.flag,
-                        u.value, u.what);
+      err = fmt::format("{} {}: {} is not supported by hoccl's host-memory perf tools; leave it at 0", u.flag, u.value,
+                        u.what);
   }
   if (!err.empty()) {
     fmt::print(stderr, "{}: {}\n", toolName, err);

@@ -35,22 +35,22 @@ constexpr int kReduceAll = -1;
 
 /// Arguments of one call of the collective under test.
 struct CallArgs {
-  const void* send;         ///< send buffer (already offset for in-place and misalignment)
-  void* recv;               ///< receive buffer
-  size_t count;             ///< Counts::param
-  hocclDataType_t type;     ///< element type
-  hocclRedOp_t op;          ///< reduction (built-in or PreMulSum), ignored when the collective has none
-  int root;                 ///< root rank, ignored when the collective has none
-  int rank;                 ///< caller's rank
-  int nranks;               ///< ranks in the communicator
-  hocclComm_t comm;         ///< communicator
+  const void* send;      ///< send buffer (already offset for in-place and misalignment)
+  void* recv;            ///< receive buffer
+  size_t count;          ///< Counts::param
+  hocclDataType_t type;  ///< element type
+  hocclRedOp_t op;       ///< reduction (built-in or PreMulSum), ignored when the collective has none
+  int root;              ///< root rank, ignored when the collective has none
+  int rank;              ///< caller's rank
+  int nranks;            ///< ranks in the communicator
+  hocclComm_t comm;      ///< communicator
 };
 
 /// The table of callbacks describing one collective (in the manner of nccl-tests' testColl).
 struct CollTest {
-  const char* name;      ///< tool name, e.g. "all_reduce_perf"
-  bool hasOp;            ///< takes a reduction operation (else redop prints "none" and -o is ignored)
-  bool hasRoot;          ///< takes a root (else root prints -1 and -r is ignored)
+  const char* name;  ///< tool name, e.g. "all_reduce_perf"
+  bool hasOp;        ///< takes a reduction operation (else redop prints "none" and -o is ignored)
+  bool hasRoot;      ///< takes a root (else root prints -1 and -r is ignored)
   /// Counts for `count` = size / element size elements with `nranks` ranks.
   Counts (*counts)(size_t count, size_t eltSize, int nranks);
   /// Bus-bandwidth factor for nranks (algbw x factor = busbw).

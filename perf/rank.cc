@@ -36,9 +36,8 @@ int64_t steadyNs() {
 }
 
 uint64_t caseSeed(size_t bytes, hocclDataType_t type, OpKind op, int root) {
-  return 0x6f63636c5eedULL ^ (static_cast<uint64_t>(bytes) * 0x100000001b3ULL) ^
-         (static_cast<uint64_t>(type) << 40) ^ (static_cast<uint64_t>(op) << 48) ^
-         (static_cast<uint64_t>(root + 1) << 56);
+  return 0x6f63636c5eedULL ^ (static_cast<uint64_t>(bytes) * 0x100000001b3ULL) ^ (static_cast<uint64_t>(type) << 40) ^
+         (static_cast<uint64_t>(op) << 48) ^ (static_cast<uint64_t>(root + 1) << 56);
 }
 
 /// One test case: the row it produces.
@@ -52,8 +51,8 @@ struct Case {
 class Runner {
  public:
   Runner(Job& job, int thread)
-      : job_(job), o_(job.opts), test_(*job.test), thread_(thread),
-        rank_(job.procRank * job.opts.nThreads + thread), nranks_(job.worldSize()), printer_(rank_ == 0) {}
+      : job_(job), o_(job.opts), test_(*job.test), thread_(thread), rank_(job.procRank * job.opts.nThreads + thread),
+        nranks_(job.worldSize()), printer_(rank_ == 0) {}
 
   int run();
 
@@ -109,9 +108,10 @@ void Runner::init() {
   }
   if (r != hocclSuccess) {
     comm_ = nullptr;
-    fatal(fmt::format("creating the communicator ({} ranks, {} process(es) x {} thread(s)) failed: {} ({}). "
-                      "Check that every rank was started and that HOCCL_COMM_ID is reachable.",
-                      nranks_, job_.nProcs, o_.nThreads, hocclGetErrorString(r), hocclGetLastError(nullptr)));
+    fatal(
+        fmt::format("creating the communicator ({} ranks, {} process(es) x {} thread(s)) failed: {} ({}). "
+                    "Check that every rank was started and that HOCCL_COMM_ID is reachable.",
+                    nranks_, job_.nProcs, o_.nThreads, hocclGetErrorString(r), hocclGetLastError(nullptr)));
   }
 }
 
@@ -191,22 +191,22 @@ void Runner::checkOnce(const Case& cs, const Counts& c, const DataSpec& spec, co
     fmt::print(stderr,
                "{}: rank {}: {} wrong values ({}, type {}, op {}, size {} B, count {}, root {}); first at "
                "index {}: got {}, expected {}\n",
-               test_.name, rank_, res.wrong, variant, typeInfo(cs.type).name,
-               test_.hasOp ? opName(cs.op) : "none", cs.bytes, c.param, test_.hasRoot ? cs.root : -1, res.firstBad,
-               res.got, res.want);
+               test_.name, rank_, res.wrong, variant, typeInfo(cs.type).name, test_.hasOp ? opName(cs.op) : "none",
+               cs.bytes, c.param, test_.hasRoot ? cs.root : -1, res.firstBad, res.got, res.want);
   }
   *wrong += static_cast<long long>(res.wrong);
   if (!inPlace) {
     const unsigned char* recv = static_cast<const unsigned char*>(a.recv);
-    size_t stray = blocks_.empty() ? countChanged(recv, c.recv * elt + kGuard) : countChanged(recv + c.recv * elt, kGuard);
+    size_t stray = blocks_.empty() ? countChanged(recv, c.recv * elt + kGuard)
+                                   : countChanged(recv + c.recv * elt, kGuard);
     if (std::memcmp(a.send, pristine_.get(), c.send * elt) != 0) {
       fmt::print(stderr, "{}: rank {}: the out-of-place send buffer was modified (type {}, size {} B)\n", test_.name,
                  rank_, typeInfo(cs.type).name, cs.bytes);
       ++stray;
     }
     if (stray > 0)
-      fmt::print(stderr, "{}: rank {}: {} bytes written outside the expected output (type {}, size {} B)\n",
-                 test_.name, rank_, stray, typeInfo(cs.type).name, cs.bytes);
+      fmt::print(stderr, "{}: rank {}: {} bytes written outside the expected output (type {}, size {} B)\n", test_.name,
+                 rank_, stray, typeInfo(cs.type).name, cs.bytes);
     *oob += static_cast<long long>(stray);
   }
 }
@@ -269,7 +269,7 @@ Row Runner::runCase(const Case& cs) {
           "hocclRedOpCreatePreMulSum");
   }
   Row row{std::max(c.send, c.recv) * ti.size, c.param, ti.name, test_.hasOp ? opName(cs.op) : "none",
-          test_.hasRoot ? cs.root : -1, {}, {}};
+          test_.hasRoot ? cs.root : -1,       {},      {}};
   row.oop = measure(cs, c, spec, op, false);
   row.ip = measure(cs, c, spec, op, true);
   if (dynamicOp) check(hocclRedOpDestroy(op, comm_), "hocclRedOpDestroy");

@@ -25,8 +25,8 @@ struct Job {
   hocclUniqueId id{};              ///< without a launcher: the id made by this process for its threads
   /// Per-thread deadline for the watchdog (-T), nanoseconds of steady clock, 0 = none.
   std::unique_ptr<std::atomic<int64_t>[]> deadlines;
-  std::mutex whatMutex;            ///< guards `what`
-  std::vector<std::string> what;   ///< per thread: the test in progress, for the timeout message
+  std::mutex whatMutex;           ///< guards `what`
+  std::vector<std::string> what;  ///< per thread: the test in progress, for the timeout message
   /// World size.
   int worldSize() const { return nProcs * opts.nThreads; }
 };

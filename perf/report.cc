@@ -51,10 +51,11 @@ void Report::printPreamble(const std::vector<RankDesc>& ranks) {
   fmt::print("# Collective test starting: {}\n", tool_);
   std::string step = opts_.stepFactor > 1 ? fmt::format("{}(factor)", opts_.stepFactor)
                                           : fmt::format("{}(bytes)", opts_.stepBytes);
-  fmt::print("# nThread {} nGpus {} minBytes {} maxBytes {} step: {} warmup iters: {} iters: {} agg iters: {} "
-             "validation: {} graph: 0\n",
-             opts_.nThreads, opts_.nGpus, opts_.minBytes, opts_.maxBytes, step, opts_.warmupIters, opts_.iters,
-             opts_.aggIters, opts_.check);
+  fmt::print(
+      "# nThread {} nGpus {} minBytes {} maxBytes {} step: {} warmup iters: {} iters: {} agg iters: {} "
+      "validation: {} graph: 0\n",
+      opts_.nThreads, opts_.nGpus, opts_.minBytes, opts_.maxBytes, step, opts_.warmupIters, opts_.iters, opts_.aggIters,
+      opts_.check);
   fmt::print("#\n# Using devices\n");
   for (const auto& r : ranks_)
     fmt::print("#  Rank {:2} Group  0 Pid {:6} on {:>10} device -1 [host] host memory\n", r.rank, r.pid, r.host);
@@ -63,9 +64,12 @@ void Report::printPreamble(const std::vector<RankDesc>& ranks) {
 
 void Report::printHeader() const {
   fmt::print("#\n");
-  fmt::print("#                                                              out-of-place                       in-place\n");
-  fmt::print("#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n");
-  fmt::print("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)\n");
+  fmt::print(
+      "#                                                              out-of-place                       in-place\n");
+  fmt::print(
+      "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n");
+  fmt::print(
+      "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)\n");
   std::fflush(stdout);
 }
 
@@ -91,8 +95,7 @@ bool Report::finish(long long outOfBounds, long long wrong) {
   fmt::print("# Out of bounds values : {} {}\n", outOfBounds, outOfBounds ? "FAILED" : "OK");
   fmt::print("# Avg bus bandwidth    : {:g} {}\n", avg, opts_.minBusBw < 0 ? "" : (bwOk ? "OK" : "FAILED"));
   if (!bwOk)
-    fmt::print("# Average bus bandwidth {:g} GB/s is below 0.9 x NCCL_TESTS_MIN_BW ({:g} GB/s)\n", avg,
-               opts_.minBusBw);
+    fmt::print("# Average bus bandwidth {:g} GB/s is below 0.9 x NCCL_TESTS_MIN_BW ({:g} GB/s)\n", avg, opts_.minBusBw);
   if (wrong > 0) fmt::print("# {} wrong values in total: FAILED\n", wrong);
   fmt::print("#\n# Collective test concluded: {}\n", tool_);
   std::fflush(stdout);
@@ -104,18 +107,35 @@ bool Report::writeJson(long long outOfBounds, long long wrong, double avgBw) con
   nlohmann::json j;
   j["tool"] = tool_;
   j["hoccl_version"] = HOCCL_VERSION_CODE;
-  j["config"] = {{"nranks", nranks_},          {"nthreads", opts_.nThreads},   {"ngpus", opts_.nGpus},
-                 {"minbytes", opts_.minBytes}, {"maxbytes", opts_.maxBytes},   {"stepbytes", opts_.stepBytes},
-                 {"stepfactor", opts_.stepFactor}, {"iters", opts_.iters},     {"warmup_iters", opts_.warmupIters},
-                 {"agg_iters", opts_.aggIters}, {"run_cycles", opts_.cycles}, {"check", opts_.check},
-                 {"op", opts_.opsText},        {"datatype", opts_.typesText}, {"root", opts_.root},
-                 {"blocking", opts_.blocking}, {"average", opts_.average},    {"timeout_s", opts_.timeoutSec},
-                 {"report_cputime", opts_.cpuTime}, {"misalign", opts_.misalign}};
+  j["config"] = {{"nranks", nranks_},
+                 {"nthreads", opts_.nThreads},
+                 {"ngpus", opts_.nGpus},
+                 {"minbytes", opts_.minBytes},
+                 {"maxbytes", opts_.maxBytes},
+                 {"stepbytes", opts_.stepBytes},
+                 {"stepfactor", opts_.stepFactor},
+                 {"iters", opts_.iters},
+                 {"warmup_iters", opts_.warmupIters},
+                 {"agg_iters", opts_.aggIters},
+                 {"run_cycles", opts_.cycles},
+                 {"check", opts_.check},
+                 {"op", opts_.opsText},
+                 {"datatype", opts_.typesText},
+                 {"root", opts_.root},
+                 {"blocking", opts_.blocking},
+                 {"average", opts_.average},
+                 {"timeout_s", opts_.timeoutSec},
+                 {"report_cputime", opts_.cpuTime},
+                 {"misalign", opts_.misalign}};
   for (const auto& r : ranks_) j["ranks"].push_back({{"rank", r.rank}, {"pid", r.pid}, {"host", r.host}});
   j["results"] = nlohmann::json::array();
   for (const auto& r : rows_) {
-    j["results"].push_back({{"size", r.bytes}, {"count", r.count}, {"type", r.type}, {"redop", r.redop},
-                            {"root", r.root}, {"out_of_place", measureJson(r.oop)},
+    j["results"].push_back({{"size", r.bytes},
+                            {"count", r.count},
+                            {"type", r.type},
+                            {"redop", r.redop},
+                            {"root", r.root},
+                            {"out_of_place", measureJson(r.oop)},
                             {"in_place", measureJson(r.ip)}});
   }
   j["avg_bus_bandwidth_gbs"] = avgBw;

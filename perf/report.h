@@ -19,11 +19,11 @@ struct RankDesc {
 
 /// Results of one direction (out-of-place or in-place) of one table row.
 struct Measure {
-  double timeUs = 0;   ///< microseconds per operation, combined across ranks per -a
-  double algBw = 0;    ///< GB/s
-  double busBw = 0;    ///< GB/s
-  long long wrong = 0; ///< wrong elements summed over ranks (meaningful when checked)
-  bool checked = false;///< false prints N/A (-c 0)
+  double timeUs = 0;     ///< microseconds per operation, combined across ranks per -a
+  double algBw = 0;      ///< GB/s
+  double busBw = 0;      ///< GB/s
+  long long wrong = 0;   ///< wrong elements summed over ranks (meaningful when checked)
+  bool checked = false;  ///< false prints N/A (-c 0)
 };
 
 /// One table row.

@@ -104,7 +104,7 @@ TEST_CASE("the reference check accepts a correct reduction and catches a wrong e
 TEST_CASE("copy blocks compare with the source rank's input") {
   DataSpec s{hocclFloat8e4m3, OpKind::Sum, 5, 4};
   std::vector<uint8_t> out(300);
-  fillInput(out.data(), s, 2, 50, 100);   // block 0 = rank 2's elements 50..149
+  fillInput(out.data(), s, 2, 50, 100);  // block 0 = rank 2's elements 50..149
   fillInput(out.data() + 100, s, 3, 0, 200);
   std::vector<Block> blocks{{0, 100, 2, 50}, {100, 200, 3, 0}};
   CHECK(checkOutput(out.data(), blocks, s).wrong == 0);
@@ -128,9 +128,15 @@ TEST_CASE("options: defaults, lists and clear errors") {
   Options o2;
   CHECK(parse({"-d", "int8,half", "-o", "max"}, &o2) == -1);
   CHECK(o2.types == std::vector<hocclDataType_t>{hocclInt8, hocclFloat16});
-  for (auto args : std::vector<std::vector<const char*>>{{"-d", "complex"}, {"-g", "2"}, {"-R", "1"}, {"-G", "5"},
-                                                         {"-b", "2M", "-e", "1M"}, {"-a", "7"}, {"-o", "xor"},
-                                                         {"-n", "0"}, {"--no-such-flag"}}) {
+  for (auto args : std::vector<std::vector<const char*>>{{"-d", "complex"},
+                                                         {"-g", "2"},
+                                                         {"-R", "1"},
+                                                         {"-G", "5"},
+                                                         {"-b", "2M", "-e", "1M"},
+                                                         {"-a", "7"},
+                                                         {"-o", "xor"},
+                                                         {"-n", "0"},
+                                                         {"--no-such-flag"}}) {
     Options bad;  // a fresh one each time, so each case fails for its own reason
     CHECK(parse(args, &bad) == 2);
   }

@@ -42,8 +42,8 @@ std::string toText(const Topology& t, const HostHardware* hw, int maxRings) {
   auto lay = layout(t);
   for (int sw = 0; sw < t.nswitches; ++sw) {
     s += fmt::format("switch {} '{}': {} hosts\n", sw, switchName(t, sw), lay[sw].size());
-    for (const auto& [h, ranks] : lay[sw]) s += fmt::format("  host {} '{}': ranks {}\n", h, hostName(t, h),
-                                                            fmt::join(ranks, " "));
+    for (const auto& [h, ranks] : lay[sw])
+      s += fmt::format("  host {} '{}': ranks {}\n", h, hostName(t, h), fmt::join(ranks, " "));
   }
   Hierarchy h = hierarchy(t);
   s += fmt::format("HO-Ring levels ({}): {}\n", h.note, h.levels() ? "" : "none (one rank)");

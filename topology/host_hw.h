@@ -10,20 +10,20 @@ namespace hoccl::topo {
 
 /// One PCI device of interest.
 struct PciDevice {
-  std::string kind;      ///< "gpu", "nic" or "other"
-  std::string name;      ///< OS name ("eth0", "mlx5_0", "cuda0") or the PCI name
-  std::string busId;     ///< "0000:3b:00.0"
-  int numaNode = -1;     ///< the NUMA node it hangs off (-1 = unknown)
+  std::string kind;   ///< "gpu", "nic" or "other"
+  std::string name;   ///< OS name ("eth0", "mlx5_0", "cuda0") or the PCI name
+  std::string busId;  ///< "0000:3b:00.0"
+  int numaNode = -1;  ///< the NUMA node it hangs off (-1 = unknown)
 };
 
 /// A summary of one host.
 struct HostHardware {
-  int numaNodes = 0;                ///< NUMA nodes (at least 1 once discovered)
-  int cores = 0;                    ///< physical cores
-  int pus = 0;                      ///< hardware threads
-  std::vector<PciDevice> devices;   ///< GPUs and NICs found (others omitted)
-  int currentNuma = -1;             ///< NUMA node of the CPU the discovering thread last ran on (-1 = unknown)
-  std::string error;                ///< non-empty when hwloc could not be used (then only counts from sysconf)
+  int numaNodes = 0;               ///< NUMA nodes (at least 1 once discovered)
+  int cores = 0;                   ///< physical cores
+  int pus = 0;                     ///< hardware threads
+  std::vector<PciDevice> devices;  ///< GPUs and NICs found (others omitted)
+  int currentNuma = -1;            ///< NUMA node of the CPU the discovering thread last ran on (-1 = unknown)
+  std::string error;               ///< non-empty when hwloc could not be used (then only counts from sysconf)
   /// The NIC nearest to NUMA node `numa` (same node first, then any), or "" when there is none.
   std::string nearestNic(int numa) const;
 };

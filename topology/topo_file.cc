@@ -75,7 +75,8 @@ SwitchMap parseJson(const std::string& text, const std::string& path) {
     throwInvalidArgument("topology file " + path + " is not valid JSON: " + e.what());
   }
   auto hostsOf = [&](const nlohmann::json& list, const std::string& sw) {
-    if (!list.is_array()) throwInvalidArgument("topology file " + path + ": hosts of switch '" + sw + "' must be a list");
+    if (!list.is_array())
+      throwInvalidArgument("topology file " + path + ": hosts of switch '" + sw + "' must be a list");
     std::vector<std::string> hosts;
     for (const auto& h : list) {
       if (!h.is_string()) throwInvalidArgument("topology file " + path + ": host names must be strings");
@@ -86,7 +87,8 @@ SwitchMap parseJson(const std::string& text, const std::string& path) {
   };
   const auto it = doc.find("switches");
   if (!doc.is_object() || it == doc.end())
-    throwInvalidArgument("topology file " + path + ": expected an object with a \"switches\" member, e.g. "
+    throwInvalidArgument("topology file " + path +
+                         ": expected an object with a \"switches\" member, e.g. "
                          "{\"switches\": {\"s1\": [\"h1\", \"h2\"]}}");
   if (it->is_object()) {
     for (const auto& [name, list] : it->items()) {
@@ -135,7 +137,8 @@ SwitchMap parseSlurm(const std::string& text, const std::string& path) {
     addHosts(map, name, expandHostList(nodes), path);
   }
   if (map.switches.empty())
-    throwInvalidArgument("topology file " + path + " lists no switch with hosts (expected JSON or lines like "
+    throwInvalidArgument("topology file " + path +
+                         " lists no switch with hosts (expected JSON or lines like "
                          "'SwitchName=s1 Nodes=h[1-4]')");
   return map;
 }

@@ -87,8 +87,8 @@ Topology fromCounts(const std::vector<std::vector<int>>& hostsRanks) {
 
 Topology fromShape(int switches, int hostsPerSwitch, int ranksPerHost) {
   if (switches <= 0 || hostsPerSwitch <= 0 || ranksPerHost <= 0)
-    throwInvalidArgument(fmt::format("topology shape {}x{}x{}: every size must be positive", switches,
-                                     hostsPerSwitch, ranksPerHost));
+    throwInvalidArgument(
+        fmt::format("topology shape {}x{}x{}: every size must be positive", switches, hostsPerSwitch, ranksPerHost));
   return fromCounts(std::vector<std::vector<int>>(switches, std::vector<int>(hostsPerSwitch, ranksPerHost)));
 }
 
@@ -168,7 +168,10 @@ void finish(Hierarchy& h, int nranks) {
   h.rankAt.assign(nranks, -1);
   for (int r = 0; r < nranks; ++r) {
     size_t idx = 0, mul = 1;
-    for (int lv = 0; lv < h.levels(); ++lv) { idx += h.coord[r][lv] * mul; mul *= h.sizes[lv]; }
+    for (int lv = 0; lv < h.levels(); ++lv) {
+      idx += h.coord[r][lv] * mul;
+      mul *= h.sizes[lv];
+    }
     h.rankAt[idx] = r;
   }
 }

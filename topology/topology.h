@@ -16,13 +16,13 @@ namespace hoccl::topo {
 
 /// The levels of a communicator: rank -> host -> switch.
 struct Topology {
-  int nranks = 0;                 ///< ranks in the communicator
-  int nhosts = 0;                 ///< distinct hosts, numbered in order of their first rank
-  int nswitches = 0;              ///< distinct switches, numbered in order of their first rank
-  std::vector<int> hostOf;        ///< rank -> host index
-  std::vector<int> switchOf;      ///< rank -> switch index
-  std::vector<int> localIndex;    ///< rank -> index among the ranks of its host (in rank order)
-  std::vector<int> numaOf;        ///< rank -> NUMA node it runs on (-1 unknown; empty for synthetic shapes)
+  int nranks = 0;                        ///< ranks in the communicator
+  int nhosts = 0;                        ///< distinct hosts, numbered in order of their first rank
+  int nswitches = 0;                     ///< distinct switches, numbered in order of their first rank
+  std::vector<int> hostOf;               ///< rank -> host index
+  std::vector<int> switchOf;             ///< rank -> switch index
+  std::vector<int> localIndex;           ///< rank -> index among the ranks of its host (in rank order)
+  std::vector<int> numaOf;               ///< rank -> NUMA node it runs on (-1 unknown; empty for synthetic shapes)
   std::vector<std::string> hostNames;    ///< host index -> host id as reported (may be empty for synthetic shapes)
   std::vector<std::string> switchNames;  ///< switch index -> switch id ("" = the default flat switch)
   /// The link class between ranks a and b.
@@ -54,11 +54,11 @@ uint64_t hashId(const std::string& id);
 /// coordinates form a full mixed-radix product (sizes[0] * sizes[1] * ... == nranks), so that at every level the
 /// ranks agreeing on all other coordinates form rings of equal length. Levels of size 1 are dropped.
 struct Hierarchy {
-  std::vector<int> sizes;                ///< ranks per ring at each level (each >= 2), innermost first
-  std::vector<std::string> names;        ///< what each level spans: "host", "switch", "hosts", "switches", "all"
-  std::vector<std::vector<int>> coord;   ///< rank -> coordinate per level
-  std::vector<int> rankAt;               ///< mixed-radix index (level 0 fastest) -> rank
-  std::string note;                      ///< how it was derived ("regular", or which fallback and why)
+  std::vector<int> sizes;               ///< ranks per ring at each level (each >= 2), innermost first
+  std::vector<std::string> names;       ///< what each level spans: "host", "switch", "hosts", "switches", "all"
+  std::vector<std::vector<int>> coord;  ///< rank -> coordinate per level
+  std::vector<int> rankAt;              ///< mixed-radix index (level 0 fastest) -> rank
+  std::string note;                     ///< how it was derived ("regular", or which fallback and why)
   /// Number of levels.
   int levels() const { return static_cast<int>(sizes.size()); }
   /// The rank whose coordinates equal those of `rank` except at `level`, where it is `value`.
@@ -80,7 +80,7 @@ std::vector<std::string> expandHostList(const std::string& list);
 /// Host -> switch map read from a topology file: JSON ({"switches": {"s1": ["h1", ...], ...}} or
 /// {"switches": [{"name": "s1", "hosts": [...]}]}) or Slurm topology.conf ("SwitchName=s1 Nodes=h[1-4]").
 struct SwitchMap {
-  std::vector<std::string> switches;                          ///< switch names in file order
+  std::vector<std::string> switches;                            ///< switch names in file order
   std::vector<std::pair<std::string, std::string>> hostSwitch;  ///< (host, switch) in file order
   /// The switch of host (exact match, then the part of host before ':' or '.'), or "" if not listed.
   std::string switchOf(const std::string& host) const;

@@ -30,8 +30,8 @@ void agreeOnPhase(const ConnectContext& ctx, const std::string& phase, const Err
   for (int r = 0; r < ctx.nranks; ++r) {
     if (!all[r].failed) continue;
     all[r].message[sizeof(all[r].message) - 1] = 0;
-    throwRemoteError(fmt::format("rank {} failed while {} (so rank {} stops too): {}", r, phase, ctx.rank,
-                                 all[r].message));
+    throwRemoteError(
+        fmt::format("rank {} failed while {} (so rank {} stops too): {}", r, phase, ctx.rank, all[r].message));
   }
 }
 

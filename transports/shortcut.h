@@ -29,13 +29,13 @@ namespace hoccl::transport {
 
 /// One collective call as a shortcut sees it (already validated by the API edge). Counts as the C API takes them.
 struct CollCall {
-  Coll coll = Coll::AllReduce;                       ///< which collective
-  const void* sendbuf = nullptr;                     ///< input
-  void* recvbuf = nullptr;                           ///< output
-  size_t count = 0;                                  ///< elements as the C API takes them
-  hocclDataType_t dtype = hocclFloat;                ///< element type
-  hocclRedOp_t op = hocclSum;                        ///< sum, prod, max, min or avg (PreMulSum never takes one)
-  int root = 0;                                      ///< root of a rooted collective
+  Coll coll = Coll::AllReduce;                               ///< which collective
+  const void* sendbuf = nullptr;                             ///< input
+  void* recvbuf = nullptr;                                   ///< output
+  size_t count = 0;                                          ///< elements as the C API takes them
+  hocclDataType_t dtype = hocclFloat;                        ///< element type
+  hocclRedOp_t op = hocclSum;                                ///< sum, prod, max, min or avg (PreMulSum never takes one)
+  int root = 0;                                              ///< root of a rooted collective
   kernels::MemoryKind sendKind = kernels::MemoryKind::Host;  ///< where the input lives
   kernels::MemoryKind recvKind = kernels::MemoryKind::Host;  ///< where the output lives
 };
@@ -49,12 +49,12 @@ size_t outputBytes(const CollCall& call, int nranks);
 
 /// What the communicator lends its shortcuts; every pointer stays valid for the communicator's lifetime.
 struct ShortcutContext {
-  const ConnectContext* connect = nullptr;  ///< bootstrap, rank, ranks' info, job tag
+  const ConnectContext* connect = nullptr;   ///< bootstrap, rank, ranks' info, job tag
   const topo::Topology* topology = nullptr;  ///< for the link class of each byte counted
-  topo::ByteCounters* counters = nullptr;   ///< where moved bytes are counted
-  const Health* health = nullptr;           ///< checked by every wait
-  std::string who;                          ///< "comm 'x' rank 1/4 (pid 77)", for messages
-  bool oversubscribed = false;              ///< more ranks than cores on this host: yield early when waiting
+  topo::ByteCounters* counters = nullptr;    ///< where moved bytes are counted
+  const Health* health = nullptr;            ///< checked by every wait
+  std::string who;                           ///< "comm 'x' rank 1/4 (pid 77)", for messages
+  bool oversubscribed = false;               ///< more ranks than cores on this host: yield early when waiting
 };
 
 /// One shortcut collective in flight on this rank. Never blocks.

@@ -65,7 +65,7 @@ class Bootstrap::Impl {
   RootInfoWire root{};  // the root's process (kRootInfo)
   std::thread watcher;
 
-  std::mutex writeMutex;  // one message at a time on the socket
+  std::mutex writeMutex;     // one message at a time on the socket
   mutable std::mutex mutex;  // everything below
   std::condition_variable changed;
   std::deque<std::vector<char>> data;  // all-gather results not yet taken
@@ -79,8 +79,10 @@ class Bootstrap::Impl {
     std::string ctx = fmt::format("rank {}: bootstrap join with root {}", rank, rootName);
     net::readAll(fd.get(), h, sizeof(*h), deadline, ctx);
     if (h->bytes > kMaxSlotBytes)
-      throwInternalError(fmt::format("{}: the root announced a message of {} bytes (not a hoccl root of this "
-                                     "version?)", ctx, h->bytes));
+      throwInternalError(
+          fmt::format("{}: the root announced a message of {} bytes (not a hoccl root of this "
+                      "version?)",
+                      ctx, h->bytes));
     std::vector<char> payload(h->bytes);
     net::readAll(fd.get(), payload.data(), payload.size(), deadline, ctx);
     if (h->type == kRootError)
@@ -125,8 +127,10 @@ class Bootstrap::Impl {
     for (const RankInfo& info : ranks)
       if (info.pid == root.pid && std::strncmp(info.hostname, root.hostname, sizeof(root.hostname)) == 0)
         return describeRank(info) + ", which hosted the bootstrap root at " + rootName + ",";
-    return fmt::format("the process hosting the bootstrap root at {} (host {}, pid {}; the process that created the "
-                       "unique id)", rootName, host.empty() ? "?" : host, root.pid);
+    return fmt::format(
+        "the process hosting the bootstrap root at {} (host {}, pid {}; the process that created the "
+        "unique id)",
+        rootName, host.empty() ? "?" : host, root.pid);
   }
 
   void rootLost(const std::string& how) {
@@ -146,9 +150,11 @@ class Bootstrap::Impl {
     for (const RankInfo& info : ranks)
       if (info.pid == root.pid && std::strncmp(info.hostname, root.hostname, sizeof(root.hostname)) == 0)
         v.culprit = info.rank;
-    v.text = fmt::format("{} exited or was killed ({}): without the root, failures can no longer be shared between "
-                         "the ranks, so this communicator stops. Look at that process's output for the cause; keep "
-                         "it running until every rank has destroyed its communicator", describeRoot(), how);
+    v.text = fmt::format(
+        "{} exited or was killed ({}): without the root, failures can no longer be shared between "
+        "the ranks, so this communicator stops. Look at that process's output for the cause; keep "
+        "it running until every rank has destroyed its communicator",
+        describeRoot(), how);
     record(v);
   }
 
@@ -181,11 +187,8 @@ class Bootstrap::Impl {
         rootClosing = true;
         return;
       }
-      case kRootPing:
-        sendQuietly(kRankPong, std::string(), "a pong");
-        return;
-      default:
-        return;  // kRootInfo again, or a newer root's message: nothing to do
+      case kRootPing: sendQuietly(kRankPong, std::string(), "a pong"); return;
+      default: return;  // kRootInfo again, or a newer root's message: nothing to do
     }
     changed.notify_all();
   }
@@ -306,15 +309,18 @@ void Bootstrap::allGather(void* data, size_t bytes) {
       stopped(fmt::format("the bootstrap root at {} has exited", impl_->rootName));
     } else {
       lock.unlock();
-      stopped(fmt::format("no answer from the bootstrap root at {} within HOCCL_TIMEOUT: another rank has not "
-                          "reached the same init / hocclCommSplit / hocclCommFinalize (stuck, or calling a different "
-                          "operation); raise HOCCL_TIMEOUT if it is only slow", impl_->rootName));
+      stopped(
+          fmt::format("no answer from the bootstrap root at {} within HOCCL_TIMEOUT: another rank has not "
+                      "reached the same init / hocclCommSplit / hocclCommFinalize (stuck, or calling a different "
+                      "operation); raise HOCCL_TIMEOUT if it is only slow",
+                      impl_->rootName));
     }
   }
   if (all.size() != bytes * nranks_)
-    throwInvalidUsage(fmt::format("rank {}: bootstrap all-gather got {} bytes, expected {} x {}: the ranks called "
-                                  "different operations (a mismatched CommSplit or init?)", rank_, all.size(),
-                                  nranks_, bytes));
+    throwInvalidUsage(
+        fmt::format("rank {}: bootstrap all-gather got {} bytes, expected {} x {}: the ranks called "
+                    "different operations (a mismatched CommSplit or init?)",
+                    rank_, all.size(), nranks_, bytes));
   std::memcpy(slots, all.data(), all.size());
 }
 

@@ -22,23 +22,23 @@ namespace hoccl::boot {
 
 /// What every rank tells the others at init.
 struct RankInfo {
-  int32_t rank = -1;         ///< rank in the communicator
-  int32_t pid = 0;           ///< process id
-  uint64_t hostHash = 0;     ///< host identity (topo::localHostId hashed, topology/topology.h), HOCCL_HOSTID overrides
-  uint64_t switchHash = 0;   ///< switch identity (0 = unknown)
-  char hostname[64] = {};    ///< for messages
-  char hostId[64] = {};      ///< the host id string (hostname+boot id, or HOCCL_HOSTID)
-  char switchId[64] = {};    ///< the switch id string ("" = unknown)
-  int32_t numaNode = -1;     ///< NUMA node the rank runs on (hwloc; -1 = unknown): orders the ranks of a host
+  int32_t rank = -1;        ///< rank in the communicator
+  int32_t pid = 0;          ///< process id
+  uint64_t hostHash = 0;    ///< host identity (topo::localHostId hashed, topology/topology.h), HOCCL_HOSTID overrides
+  uint64_t switchHash = 0;  ///< switch identity (0 = unknown)
+  char hostname[64] = {};   ///< for messages
+  char hostId[64] = {};     ///< the host id string (hostname+boot id, or HOCCL_HOSTID)
+  char switchId[64] = {};   ///< the switch id string ("" = unknown)
+  int32_t numaNode = -1;    ///< NUMA node the rank runs on (hwloc; -1 = unknown): orders the ranks of a host
 };
 
 /// The decoded contents of a hocclUniqueId.
 struct UniqueId {
-  uint32_t magic = 0;      ///< kUniqueIdMagic
-  uint32_t version = 0;    ///< HOCCL_VERSION_CODE
-  net::Address root;       ///< root's bootstrap listener
-  net::Secret secret{};    ///< 128-bit job secret
-  uint64_t nonce = 0;      ///< distinguishes communicators created from the same root process
+  uint32_t magic = 0;    ///< kUniqueIdMagic
+  uint32_t version = 0;  ///< HOCCL_VERSION_CODE
+  net::Address root;     ///< root's bootstrap listener
+  net::Secret secret{};  ///< 128-bit job secret
+  uint64_t nonce = 0;    ///< distinguishes communicators created from the same root process
 };
 /// Magic number at the start of a hocclUniqueId.
 constexpr uint32_t kUniqueIdMagic = 0x484f4343;  // "HOCC"

@@ -126,9 +126,9 @@ class RootServer {
     net::Fd fd;
     RankInfo info;
     State state = State::Live;
-    bool answered = false;                  // to the last ping (or reported: it runs)
-    std::vector<char> in;                   // bytes received, not yet a whole message
-    std::deque<std::vector<char>> slots;    // all-gather slots, oldest first
+    bool answered = false;                // to the last ping (or reported: it runs)
+    std::vector<char> in;                 // bytes received, not yet a whole message
+    std::deque<std::vector<char>> slots;  // all-gather slots, oldest first
   };
   struct Report {
     int reporter;
@@ -181,8 +181,7 @@ class RootServer {
       if (join.nranks != n)
         problem = fmt::format("rank {} says the communicator has {} ranks but rank(s) before it said {}", join.rank,
                               join.nranks, n);
-      else if (join.rank < 0 || join.rank >= n)
-        problem = fmt::format("rank {} is outside 0..{}", join.rank, n - 1);
+      else if (join.rank < 0 || join.rank >= n) problem = fmt::format("rank {} is outside 0..{}", join.rank, n - 1);
       else if (ranks_[join.rank].fd)
         problem = fmt::format("two processes both claim rank {} (check HOCCL_RANK / the launcher)", join.rank);
       if (!problem.empty()) {
@@ -211,10 +210,12 @@ class RootServer {
     std::string missing;
     for (int r = 0; r < n; ++r)
       if (!ranks_[r].fd) missing += (missing.empty() ? "" : ",") + std::to_string(r);
-    std::string msg = n < 0
-        ? "no rank connected to the bootstrap root before HOCCL_TIMEOUT"
-        : fmt::format("rank(s) {} never joined the bootstrap at {} before HOCCL_TIMEOUT; check that every rank was "
-                      "started with the same unique id / HOCCL_COMM_ID", missing, id_.root.toString());
+    std::string msg =
+        n < 0 ? "no rank connected to the bootstrap root before HOCCL_TIMEOUT"
+              : fmt::format(
+                    "rank(s) {} never joined the bootstrap at {} before HOCCL_TIMEOUT; check that every rank was "
+                    "started with the same unique id / HOCCL_COMM_ID",
+                    missing, id_.root.toString());
     HOCCL_WARN(kBootstrap, "{}", msg);
     broadcastError(msg);
   }
@@ -227,7 +228,10 @@ class RootServer {
       pfds.clear();
       owner.clear();
       for (int r = 0; r < nranks(); ++r)
-        if (ranks_[r].fd) { pfds.push_back({ranks_[r].fd.get(), POLLIN, 0}); owner.push_back(r); }
+        if (ranks_[r].fd) {
+          pfds.push_back({ranks_[r].fd.get(), POLLIN, 0});
+          owner.push_back(r);
+        }
       if (pfds.empty()) return;
       int timeoutMs = 1000;
       if (settling_) {
@@ -261,8 +265,10 @@ class RootServer {
       std::memcpy(&h, rk.in.data() + used, sizeof(h));
       const uint64_t limit = h.type == kRankSlot ? kMaxSlotBytes : h.type == kRankReport ? kMaxReportBytes : 0;
       if (h.type < kRankSlot || h.type > kRankPong || h.bytes > limit) {
-        HOCCL_WARN(kBootstrap, "bootstrap root: {} sent a malformed message (type {}, {} bytes); dropping its "
-                   "connection", who(r), h.type, h.bytes);
+        HOCCL_WARN(kBootstrap,
+                   "bootstrap root: {} sent a malformed message (type {}, {} bytes); dropping its "
+                   "connection",
+                   who(r), h.type, h.bytes);
         closeRank(r);
         return;
       }
@@ -276,9 +282,7 @@ class RootServer {
 
   void handle(int r, uint32_t type, std::vector<char> payload) {
     switch (type) {
-      case kRankSlot:
-        ranks_[r].slots.push_back(std::move(payload));
-        break;
+      case kRankSlot: ranks_[r].slots.push_back(std::move(payload)); break;
       case kRankReport: {
         if (verdictSent_) break;
         Report rep{r, std::string(payload.begin(), payload.end()), {}};
@@ -299,17 +303,14 @@ class RootServer {
         }
         break;
       }
-      case kRankPong:
-        ranks_[r].answered = true;
-        break;
+      case kRankPong: ranks_[r].answered = true; break;
       case kRankAbort:
         if (abortBy_ < 0) abortBy_ = r;
         break;
       case kRankGoodbye:
         if (ranks_[r].state == State::Live) ranks_[r].state = State::Leaving;
         break;
-      default:
-        break;
+      default: break;
     }
   }
 
@@ -333,7 +334,8 @@ class RootServer {
     if (abortBy_ >= 0) {
       sendVerdict(Verdict::Kind::Aborted, abortBy_, abortBy_,
                   fmt::format("{} aborted the communicator (hocclCommAbort), so every rank of it stops. Look at that "
-                              "rank's output for why it aborted", who(abortBy_)));
+                              "rank's output for why it aborted",
+                              who(abortBy_)));
       return;
     }
     if (reports_.empty()) return;
@@ -347,7 +349,8 @@ class RootServer {
                         fmt::format("{} exited or was killed before finishing its part (its connection to the "
                                     "bootstrap root closed without a goodbye). Look at rank {}'s output and the "
                                     "system log (dmesg: OOM killer, signals) for the cause. [Rank {} noticed it "
-                                    "first: {}]", who(s), s, rep.reporter, rep.text));
+                                    "first: {}]",
+                                    who(s), s, rep.reporter, rep.text));
           else
             sendVerdict(Verdict::Kind::Left, s, rep.reporter,
                         fmt::format("{} had already destroyed its communicator while rank {} still waited for it: the "
@@ -377,8 +380,8 @@ class RootServer {
         sendVerdict(Verdict::Kind::Stalled, frozen, reporter,
                     fmt::format("{} does not respond: its process is stopped (SIGSTOP, a debugger) or frozen, so "
                                 "rank(s) {} gave up waiting for the operation it is part of. `grep State "
-                                "/proc/{}/status` or `gdb -p {}` shows why. [Rank {} reported: {}]", who(frozen),
-                                joinRanks(reporters), ranks_[frozen].info.pid, ranks_[frozen].info.pid,
+                                "/proc/{}/status` or `gdb -p {}` shows why. [Rank {} reported: {}]",
+                                who(frozen), joinRanks(reporters), ranks_[frozen].info.pid, ranks_[frozen].info.pid,
                                 first.reporter, first.text));
         return;
       }
@@ -417,7 +420,10 @@ class RootServer {
     if (culprit >= 0) {
       const Report* rep = &first;
       for (const Report& r : reports_)
-        if (std::find(r.suspects.begin(), r.suspects.end(), culprit) != r.suspects.end()) { rep = &r; break; }
+        if (std::find(r.suspects.begin(), r.suspects.end(), culprit) != r.suspects.end()) {
+          rep = &r;
+          break;
+        }
       sendVerdict(Verdict::Kind::Stalled, culprit, rep->reporter,
                   fmt::format("{} stopped taking part while its process is still connected: rank(s) {} gave up "
                               "waiting for it. It is stuck, stopped (SIGSTOP, a debugger), or calling a different "
@@ -474,11 +480,13 @@ class RootServer {
                     fmt::format("{} exited or was killed before finishing (its connection to the bootstrap root "
                                 "closed without a goodbye) while rank(s) {} waited for it in a bootstrap exchange "
                                 "(init, hocclCommSplit or hocclCommFinalize). Look at rank {}'s output and the system "
-                                "log (dmesg: OOM killer, signals) for the cause", who(lost), joinRanks(waiting), lost));
+                                "log (dmesg: OOM killer, signals) for the cause",
+                                who(lost), joinRanks(waiting), lost));
       } else if (lost < 0) {
-        std::string text = fmt::format("{} destroyed its communicator while rank(s) {} waited for it in a bootstrap "
-                                       "exchange: hocclCommSplit / hocclCommFinalize was called on some ranks only",
-                                       who(left), joinRanks(waiting));
+        std::string text = fmt::format(
+            "{} destroyed its communicator while rank(s) {} waited for it in a bootstrap "
+            "exchange: hocclCommSplit / hocclCommFinalize was called on some ranks only",
+            who(left), joinRanks(waiting));
         HOCCL_WARN(kBootstrap, "bootstrap root: {}", text);
         for (int r : waiting) sendText(r, kRootError, left, text);
       }

@@ -61,11 +61,14 @@ UniqueId decode(const hocclUniqueId& raw) {
   IdWire w{};
   std::memcpy(&w, raw.internal, sizeof(w));
   if (w.magic != kUniqueIdMagic)
-    throwInvalidArgument("the unique id is not a hoccl id (bad magic): pass every rank the bytes that "
-                         "hocclGetUniqueId produced on the root, unchanged");
+    throwInvalidArgument(
+        "the unique id is not a hoccl id (bad magic): pass every rank the bytes that "
+        "hocclGetUniqueId produced on the root, unchanged");
   if (w.version != HOCCL_VERSION_CODE)
-    throwInvalidArgument(fmt::format("the unique id comes from hoccl version {} but this is {}: run the same "
-                                     "version on every rank", w.version, HOCCL_VERSION_CODE));
+    throwInvalidArgument(
+        fmt::format("the unique id comes from hoccl version {} but this is {}: run the same "
+                    "version on every rank",
+                    w.version, HOCCL_VERSION_CODE));
   if (w.addrLength == 0 || w.addrLength > sizeof(w.addr)) throwInvalidArgument("the unique id has no root address");
   UniqueId id;
   id.magic = w.magic;
@@ -93,12 +96,14 @@ UniqueId createUniqueId() {
 UniqueId uniqueIdFromEnvironment(int rank) {
   auto commId = params::COMM_ID.value();
   if (!commId)
-    throwInvalidUsage("launcher-style init needs HOCCL_COMM_ID=host:port (the address rank 0 listens on) and "
-                      "HOCCL_AUTH_TOKEN; start the job with hoccl-run, or set them for every rank");
+    throwInvalidUsage(
+        "launcher-style init needs HOCCL_COMM_ID=host:port (the address rank 0 listens on) and "
+        "HOCCL_AUTH_TOKEN; start the job with hoccl-run, or set them for every rank");
   auto token = params::AUTH_TOKEN.value();
   if (!token)
-    throwInvalidUsage("HOCCL_COMM_ID is set but HOCCL_AUTH_TOKEN is not: every rank needs the same secret token "
-                      "(for example from `openssl rand -hex 16`); hoccl-run sets one for you");
+    throwInvalidUsage(
+        "HOCCL_COMM_ID is set but HOCCL_AUTH_TOKEN is not: every rank needs the same secret token "
+        "(for example from `openssl rand -hex 16`); hoccl-run sets one for you");
   UniqueId id;
   id.magic = kUniqueIdMagic;
   id.version = HOCCL_VERSION_CODE;

@@ -32,9 +32,9 @@ constexpr uint32_t kRankPong = 5;
 
 /// Header of every message from the root to a rank.
 struct RootHeader {
-  uint32_t type;      ///< kRootData, kRootError, kRootVerdict, kRootClosing, kRootInfo or kRootPing
-  int32_t rank;       ///< for errors and verdicts: the rank that failed or is missing (-1 = several / unknown)
-  uint64_t bytes;     ///< payload bytes that follow (data, the error text, a VerdictWire and its text, ...)
+  uint32_t type;   ///< kRootData, kRootError, kRootVerdict, kRootClosing, kRootInfo or kRootPing
+  int32_t rank;    ///< for errors and verdicts: the rank that failed or is missing (-1 = several / unknown)
+  uint64_t bytes;  ///< payload bytes that follow (data, the error text, a VerdictWire and its text, ...)
 };
 /// A payload follows: the rank table after the join, or the result of an all-gather round.
 constexpr uint32_t kRootData = 0;
@@ -59,9 +59,9 @@ struct VerdictWire {
 
 /// Payload of kRootInfo.
 struct RootInfoWire {
-  int32_t pid;         ///< process id of the root
-  int32_t reserved;    ///< 0
-  char hostname[64];   ///< its host
+  int32_t pid;        ///< process id of the root
+  int32_t reserved;   ///< 0
+  char hostname[64];  ///< its host
 };
 
 /// Largest slot of an all-gather round the root accepts.

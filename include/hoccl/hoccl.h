@@ -28,7 +28,9 @@ typedef struct hocclStreamOpaque* hocclStream_t;
 /// Size of the unique id in bytes.
 #define HOCCL_UNIQUE_ID_BYTES 128
 /// The job's unique id: magic, version, root address and port, 128-bit secret. Passed by value.
-typedef struct { char internal[HOCCL_UNIQUE_ID_BYTES]; } hocclUniqueId;
+typedef struct {
+  char internal[HOCCL_UNIQUE_ID_BYTES];
+} hocclUniqueId;
 
 /// Result codes (same values as ncclResult_t).
 typedef enum {
@@ -56,15 +58,20 @@ typedef enum {
 
 /// Data types (same values as ncclDataType_t).
 typedef enum {
-  hocclInt8 = 0, hocclChar = 0,
+  hocclInt8 = 0,
+  hocclChar = 0,
   hocclUint8 = 1,
-  hocclInt32 = 2, hocclInt = 2,
+  hocclInt32 = 2,
+  hocclInt = 2,
   hocclUint32 = 3,
   hocclInt64 = 4,
   hocclUint64 = 5,
-  hocclFloat16 = 6, hocclHalf = 6,
-  hocclFloat32 = 7, hocclFloat = 7,
-  hocclFloat64 = 8, hocclDouble = 8,
+  hocclFloat16 = 6,
+  hocclHalf = 6,
+  hocclFloat32 = 7,
+  hocclFloat = 7,
+  hocclFloat64 = 8,
+  hocclDouble = 8,
   hocclBfloat16 = 9,
   hocclFloat8e4m3 = 10,
   hocclFloat8e5m2 = 11,
@@ -72,10 +79,7 @@ typedef enum {
 } hocclDataType_t;
 
 /// Where the PreMulSum scalar lives: 0 device (or host) pointer read at call time, 1 host value read at creation.
-typedef enum {
-  hocclScalarDevice = 0,
-  hocclScalarHostImmediate = 1
-} hocclScalarResidence_t;
+typedef enum { hocclScalarDevice = 0, hocclScalarHostImmediate = 1 } hocclScalarResidence_t;
 
 /// Marks a config field as "not set".
 #define HOCCL_CONFIG_UNDEF_INT INT_MIN
@@ -88,33 +92,33 @@ typedef enum {
 
 /// Communicator configuration, laid out like ncclConfig_t (2.28): read by its size and version.
 typedef struct hocclConfig_v1 {
-  size_t size;                 ///< sizeof(hocclConfig_t) as the caller compiled it
-  unsigned int magic;          ///< HOCCL_CONFIG_MAGIC
-  unsigned int version;        ///< version code of the caller's header
-  int blocking;                ///< 1 (default): init blocks; 0: init returns hocclInProgress, poll CommGetAsyncError
-  int cgaClusterSize;          ///< accepted and ignored (GPU launch tuning)
-  int minCTAs;                 ///< accepted and ignored
-  int maxCTAs;                 ///< accepted and ignored
-  const char* netName;         ///< accepted and ignored (tcp is the only transport between hosts today)
-  int splitShare;              ///< accepted and ignored
-  int trafficClass;            ///< accepted and ignored
-  const char* commName;        ///< a name shown in logs, NULL = none
-  int collnetEnable;           ///< accepted and ignored
-  int CTAPolicy;               ///< accepted and ignored
-  int shrinkShare;             ///< accepted and ignored
-  int nvlsCTAs;                ///< accepted and ignored
-  int nChannelsPerNetPeer;     ///< accepted and ignored
-  int nvlinkCentricSched;      ///< accepted and ignored
+  size_t size;              ///< sizeof(hocclConfig_t) as the caller compiled it
+  unsigned int magic;       ///< HOCCL_CONFIG_MAGIC
+  unsigned int version;     ///< version code of the caller's header
+  int blocking;             ///< 1 (default): init blocks; 0: init returns hocclInProgress, poll CommGetAsyncError
+  int cgaClusterSize;       ///< accepted and ignored (GPU launch tuning)
+  int minCTAs;              ///< accepted and ignored
+  int maxCTAs;              ///< accepted and ignored
+  const char* netName;      ///< accepted and ignored (tcp is the only transport between hosts today)
+  int splitShare;           ///< accepted and ignored
+  int trafficClass;         ///< accepted and ignored
+  const char* commName;     ///< a name shown in logs, NULL = none
+  int collnetEnable;        ///< accepted and ignored
+  int CTAPolicy;            ///< accepted and ignored
+  int shrinkShare;          ///< accepted and ignored
+  int nvlsCTAs;             ///< accepted and ignored
+  int nChannelsPerNetPeer;  ///< accepted and ignored
+  int nvlinkCentricSched;   ///< accepted and ignored
 } hocclConfig_t;
 
 /// Initializer for hocclConfig_t: sets size, magic and version, everything else "undefined".
-#define HOCCL_CONFIG_INITIALIZER {                                                        \
-  sizeof(hocclConfig_t), HOCCL_CONFIG_MAGIC, HOCCL_VERSION_CODE,                          \
-  HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_INT,                 \
-  HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_PTR, HOCCL_CONFIG_UNDEF_INT,                 \
-  HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_PTR, HOCCL_CONFIG_UNDEF_INT,                 \
-  HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_INT,                 \
-  HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_INT }
+#define HOCCL_CONFIG_INITIALIZER                                                                                   \
+  {                                                                                                                \
+    sizeof(hocclConfig_t), HOCCL_CONFIG_MAGIC, HOCCL_VERSION_CODE, HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_INT, \
+        HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_PTR, HOCCL_CONFIG_UNDEF_INT,            \
+        HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_PTR, HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_INT,            \
+        HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_INT, HOCCL_CONFIG_UNDEF_INT             \
+  }
 
 /// Returns the version code of the library (HOCCL_VERSION_CODE).
 hocclResult_t hocclGetVersion(int* version);
@@ -161,11 +165,11 @@ hocclResult_t hocclRedOpDestroy(hocclRedOp_t op, hocclComm_t comm);
 hocclResult_t hocclAllReduce(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype,
                              hocclRedOp_t op, hocclComm_t comm, hocclStream_t stream);
 /// Copies count elements of root's sendbuff into every rank's recvbuff.
-hocclResult_t hocclBroadcast(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype,
-                             int root, hocclComm_t comm, hocclStream_t stream);
+hocclResult_t hocclBroadcast(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype, int root,
+                             hocclComm_t comm, hocclStream_t stream);
 /// Reduces count elements of every rank into root's recvbuff.
-hocclResult_t hocclReduce(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype,
-                          hocclRedOp_t op, int root, hocclComm_t comm, hocclStream_t stream);
+hocclResult_t hocclReduce(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype, hocclRedOp_t op,
+                          int root, hocclComm_t comm, hocclStream_t stream);
 /// Gathers sendcount elements of every rank into recvbuff (rank r's at offset r*sendcount) on every rank.
 hocclResult_t hocclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, hocclDataType_t datatype,
                              hocclComm_t comm, hocclStream_t stream);

@@ -50,8 +50,7 @@ hocclResult_t hocclParoStrategyParse(const char* strategy, char canonical[4]);
 /// Creates a PaRO handle over comm (collective: every rank of comm calls it with the same strategy and level).
 /// Splits comm into the intra-group and inter-group communicators (and a global one for strategies that all-reduce
 /// unsharded gradients). Groups of unequal size fall back to groups of one rank, with a warning.
-hocclResult_t hocclParoCreate(hocclComm_t comm, const char* strategy, hocclParoGroupLevel_t level,
-                              hocclParo_t* paro);
+hocclResult_t hocclParoCreate(hocclComm_t comm, const char* strategy, hocclParoGroupLevel_t level, hocclParo_t* paro);
 /// Destroys the handle and its communicators (collective). comm itself is not touched.
 hocclResult_t hocclParoDestroy(hocclParo_t paro);
 

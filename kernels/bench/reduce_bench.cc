@@ -55,8 +55,8 @@ int main(int argc, char** argv) {
     const char* name;
     hocclDataType_t dt;
   };
-  const Case cases[] = {{"float", hocclFloat32}, {"double", hocclFloat64}, {"int32", hocclInt32},
-                        {"half", hocclFloat16}, {"bfloat16", hocclBfloat16}, {"f8e4m3", hocclFloat8e4m3}};
+  const Case cases[] = {{"float", hocclFloat32}, {"double", hocclFloat64},    {"int32", hocclInt32},
+                        {"half", hocclFloat16},  {"bfloat16", hocclBfloat16}, {"f8e4m3", hocclFloat8e4m3}};
   char label[64];
   for (const Case& cs : cases) {
     const size_t n = bytes / typeSize(cs.dt);

@@ -56,17 +56,25 @@ T loadAs(const void* elem) {
 
 size_t typeSize(hocclDataType_t dt) {
   switch (dt) {
-    case hocclInt8: case hocclUint8: case hocclFloat8e4m3: case hocclFloat8e5m2: return 1;
-    case hocclFloat16: case hocclBfloat16: return 2;
-    case hocclInt32: case hocclUint32: case hocclFloat32: return 4;
-    case hocclInt64: case hocclUint64: case hocclFloat64: return 8;
+    case hocclInt8:
+    case hocclUint8:
+    case hocclFloat8e4m3:
+    case hocclFloat8e5m2: return 1;
+    case hocclFloat16:
+    case hocclBfloat16: return 2;
+    case hocclInt32:
+    case hocclUint32:
+    case hocclFloat32: return 4;
+    case hocclInt64:
+    case hocclUint64:
+    case hocclFloat64: return 8;
     default: return 0;
   }
 }
 
 const char* typeName(hocclDataType_t dt) {
-  static const char* const kNames[] = {"int8",  "uint8",  "int32",    "uint32", "int64",  "uint64",
-                                       "half",  "float",  "double",   "bfloat16", "f8e4m3", "f8e5m2"};
+  static const char* const kNames[] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
+                                       "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
   return validType(dt) ? kNames[dt] : "invalid";
 }
 

@@ -5,7 +5,6 @@
 
 #include <dlfcn.h>
 
-
 #include <fmt/format.h>
 
 namespace hoccl::cuda {
@@ -14,8 +13,8 @@ namespace {
 // Driver ABI facts (cuda.h): CUresult is an int, CUdeviceptr a 64-bit integer.
 using CUresult = int;
 constexpr CUresult kSuccess = 0;
-constexpr int kAttrMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
-constexpr int kAttrIsManaged = 8;   // CU_POINTER_ATTRIBUTE_IS_MANAGED
+constexpr int kAttrMemoryType = 2;      // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+constexpr int kAttrIsManaged = 8;       // CU_POINTER_ATTRIBUTE_IS_MANAGED
 constexpr unsigned kMemTypeDevice = 2;  // CU_MEMORYTYPE_DEVICE
 constexpr unsigned kMemTypeArray = 3;   // CU_MEMORYTYPE_ARRAY
 

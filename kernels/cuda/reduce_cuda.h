@@ -12,13 +12,12 @@
 
 /// Enqueues dst[i] = op(a[i], b[i]) for n elements on `stream`. dst may equal a or b exactly.
 /// Returns 0 on success, cudaErrorInvalidValue (1) for an invalid type, else the launch's CUDA error code.
-int hocclCudaReduce(void* dst, const void* a, const void* b, size_t n, hocclDataType_t dt,
-                    hoccl::kernels::BinOp op, hocclStream_t stream);
+int hocclCudaReduce(void* dst, const void* a, const void* b, size_t n, hocclDataType_t dt, hoccl::kernels::BinOp op,
+                    hocclStream_t stream);
 
 /// Enqueues dst[i] = src[i] * scalar (PreMulSum). `scalar` is one element of type dt in host memory, read before
 /// the call returns. dst may equal src. Returns 0 or a CUDA error code.
-int hocclCudaScale(void* dst, const void* src, size_t n, hocclDataType_t dt, const void* scalar,
-                   hocclStream_t stream);
+int hocclCudaScale(void* dst, const void* src, size_t n, hocclDataType_t dt, const void* scalar, hocclStream_t stream);
 
 /// Enqueues data[i] = data[i] / divisor (Avg post-division, same rules as hoccl::kernels::divide).
 /// Returns 0, cudaErrorInvalidValue (1) for an invalid type or divisor < 1, or a CUDA error code.

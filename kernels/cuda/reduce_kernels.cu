@@ -44,7 +44,7 @@ unsigned blocksFor(size_t n) {
 template <typename T, typename Op>
 int launchBinary(void* dst, const void* a, const void* b, size_t n, cudaStream_t s) {
   binaryKernel<T, Op><<<blocksFor(n), kThreads, 0, s>>>(static_cast<T*>(dst), static_cast<const T*>(a),
-                                                       static_cast<const T*>(b), n, Op());
+                                                        static_cast<const T*>(b), n, Op());
   return int(cudaGetLastError());
 }
 
@@ -84,15 +84,14 @@ int withType(hocclDataType_t dt, Fn&& fn) {
 
 using namespace hoccl::kernels::cuda;
 
-int hocclCudaReduce(void* dst, const void* a, const void* b, size_t n, hocclDataType_t dt,
-                    hoccl::kernels::BinOp op, hocclStream_t stream) {
+int hocclCudaReduce(void* dst, const void* a, const void* b, size_t n, hocclDataType_t dt, hoccl::kernels::BinOp op,
+                    hocclStream_t stream) {
   if (n == 0) return int(cudaSuccess);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   return withType(dt, [&](auto tag) { return launchReduce<decltype(tag)>(dst, a, b, n, op, s); });
 }
 
-int hocclCudaScale(void* dst, const void* src, size_t n, hocclDataType_t dt, const void* scalar,
-                   hocclStream_t stream) {
+int hocclCudaScale(void* dst, const void* src, size_t n, hocclDataType_t dt, const void* scalar, hocclStream_t stream) {
   if (n == 0) return int(cudaSuccess);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   return withType(dt, [&](auto tag) {

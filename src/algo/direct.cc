@@ -85,8 +85,7 @@ Schedule oneShot(const CollArgs& a) {
       if (receives) combineSlots(s, n, c, kOutput, 0);
       break;
     }
-    default:
-      break;
+    default: break;
   }
   return s;
 }
@@ -140,8 +139,7 @@ Schedule directSchedule(const CollArgs& a, const topo::Topology&) {
         st.prims.push_back(recv(a.root, kOutput, 0, c));
       }
       break;
-    default:
-      return oneShot(a);
+    default: return oneShot(a);
   }
   s.steps.push_back(std::move(st));
   return s;

@@ -133,9 +133,7 @@ sched::Schedule single(const sched::CollArgs& args) {
   return s;
 }
 
-bool supported(Coll coll) {
-  return coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::AllGather;
-}
+bool supported(Coll coll) { return coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::AllGather; }
 
 }  // namespace
 
@@ -183,21 +181,20 @@ sched::Schedule hoRingSchedule(const sched::CollArgs& args, const topo::Topology
         in.push_back(sched::copy(sched::kInput, r * c + slice.off, cx.work, chunk.off + v[r] * slice.len, slice.len));
       slots.push_back(std::move(in));
     } else if (args.coll == Coll::AllGather) {
-      slots.push_back({sched::copy(sched::kInput, slice.off, cx.work, chunk.off + v[args.rank] * slice.len,
-                                   slice.len)});
+      slots.push_back(
+          {sched::copy(sched::kInput, slice.off, cx.work, chunk.off + v[args.rank] * slice.len, slice.len)});
     }
     if (args.coll != Coll::AllGather)
       for (int lv = 0; lv < h.levels(); ++lv) reduceScatterSlots(cx, chunk, lv, lv == 0, slots);
     if (args.coll != Coll::ReduceScatter)
       for (int lv = h.levels() - 1; lv >= 0; --lv) allGatherSlots(cx, chunk, lv, slots);
     if (args.coll == Coll::ReduceScatter) {
-      slots.push_back({sched::copy(cx.work, chunk.off + v[args.rank] * slice.len, sched::kOutput, slice.off,
-                                   slice.len)});
+      slots.push_back(
+          {sched::copy(cx.work, chunk.off + v[args.rank] * slice.len, sched::kOutput, slice.off, slice.len)});
     } else if (args.coll == Coll::AllGather) {
       Slot out;
       for (size_t r = 0; r < n; ++r)
-        out.push_back(sched::copy(cx.work, chunk.off + v[r] * slice.len, sched::kOutput, r * c + slice.off,
-                                  slice.len));
+        out.push_back(sched::copy(cx.work, chunk.off + v[r] * slice.len, sched::kOutput, r * c + slice.off, slice.len));
       slots.push_back(std::move(out));
     }
   }

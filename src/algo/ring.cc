@@ -67,12 +67,13 @@ void reduceScatterSteps(Schedule& s, const Ring& ring, const Blocks& blocks, boo
     }
     size_t srcOff = blocks.start(recvBlock);
     if (accumulateInOutput) {
-      st.prims.push_back(recvReduce(ring.prev, kInput, srcOff, kOutput, blocks.start(recvBlock), blocks.size(recvBlock)));
+      st.prims.push_back(
+          recvReduce(ring.prev, kInput, srcOff, kOutput, blocks.start(recvBlock), blocks.size(recvBlock)));
     } else if (last) {
       st.prims.push_back(recvReduce(ring.prev, kInput, srcOff, kOutput, 0, blocks.size(recvBlock)));
     } else {
-      st.prims.push_back(recvReduce(ring.prev, kInput, srcOff, kScratch, (step % 2) * blocks.largest(),
-                                    blocks.size(recvBlock)));
+      st.prims.push_back(
+          recvReduce(ring.prev, kInput, srcOff, kScratch, (step % 2) * blocks.largest(), blocks.size(recvBlock)));
     }
     s.steps.push_back(std::move(st));
   }
@@ -143,7 +144,9 @@ Schedule broadcast(const CollArgs& a, const Ring& ring, int rootPos) {
   if (n == 1 || a.count == 0) return s;
   const size_t chunk = chunkOf(a);
   const size_t nchunks = (a.count + chunk - 1) / chunk;
-  auto chunkRange = [&](size_t c) { return std::pair<size_t, size_t>{c * chunk, std::min(chunk, a.count - c * chunk)}; };
+  auto chunkRange = [&](size_t c) {
+    return std::pair<size_t, size_t>{c * chunk, std::min(chunk, a.count - c * chunk)};
+  };
   // Step t: receive chunk t-d+1 from the previous rank, forward chunk t-d to the next one.
   for (size_t t = 0; t + 2 < nchunks + static_cast<size_t>(n); ++t) {
     Step st;
@@ -175,7 +178,9 @@ Schedule reduce(const CollArgs& a, const Ring& ring, int rootPos) {
   const size_t chunk = std::min(chunkOf(a), a.count);
   const size_t nchunks = (a.count + chunk - 1) / chunk;
   if (!isRoot && q > 0) s.scratchCount = 2 * chunk;
-  auto chunkRange = [&](size_t c) { return std::pair<size_t, size_t>{c * chunk, std::min(chunk, a.count - c * chunk)}; };
+  auto chunkRange = [&](size_t c) {
+    return std::pair<size_t, size_t>{c * chunk, std::min(chunk, a.count - c * chunk)};
+  };
   // Step t: receive partial chunk t-q+1 and add our input; send partial chunk t-q onward.
   for (size_t t = 0; t + 2 < nchunks + static_cast<size_t>(n); ++t) {
     Step st;

@@ -70,7 +70,7 @@ Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elem
   std::string names;
   for (const Algorithm* a : c) names += std::string(a->name) + ",";
   Key key{static_cast<int>(args.coll), args.nranks, args.count, args.chunkCount, args.root, args.inPlace, elemSize,
-          topologyHash(topo), names};
+          topologyHash(topo),          names};
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
@@ -101,8 +101,8 @@ Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elem
 
 std::string shortcutNames() { return "small, single_copy"; }
 
-Choice decide(const transport::CollCall& call, const sched::CollArgs& args, const topo::Topology& topo,
-              size_t elemSize, const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts) {
+Choice decide(const transport::CollCall& call, const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
+              const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts) {
   static const std::string forced = params::ALGO.get();
   const bool forcedShortcut = forced == "small" || forced == "single_copy";
   if (forcedShortcut) {

@@ -35,8 +35,8 @@ topo::Prediction predictAlgorithm(const Algorithm& alg, const sched::CollArgs& a
 /// which no shortcut takes). HOCCL_ALGO naming an algorithm forces it (shortcuts are not considered); naming a
 /// shortcut forces it where it can run (else the schedules compete); otherwise every shortcut that can run and the
 /// best schedule are compared by predicted time. The same inputs give the same choice on every rank.
-Choice decide(const transport::CollCall& call, const sched::CollArgs& args, const topo::Topology& topo,
-              size_t elemSize, const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts);
+Choice decide(const transport::CollCall& call, const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
+              const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts);
 
 /// Names of the shortcuts HOCCL_ALGO accepts ("small, single_copy").
 std::string shortcutNames();

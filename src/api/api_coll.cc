@@ -18,9 +18,9 @@ namespace {
 
 // What a call needs checked: buffers required on this rank, element count multiplier, root.
 struct Check {
-  bool needSend;   // sendbuff must be non-null (when count > 0)
-  bool needRecv;   // recvbuff must be non-null (when count > 0)
-  size_t blocks;   // the larger buffer holds count x blocks elements
+  bool needSend;  // sendbuff must be non-null (when count > 0)
+  bool needRecv;  // recvbuff must be non-null (when count > 0)
+  size_t blocks;  // the larger buffer holds count x blocks elements
   bool rooted;
   bool reduces;
 };
@@ -51,9 +51,10 @@ void checkType(hocclDataType_t dt) {
 kernels::MemoryKind memoryKindOf(const char* name, const void* buf) {
   const kernels::MemoryKind kind = kernels::classify(buf);
   if (kind == kernels::MemoryKind::Device)
-    throwInvalidArgument(fmt::format("{} {} is CUDA device memory: this build of hoccl copies and reduces host memory "
-                                     "only (the CUDA device path is not built yet); pass host buffers",
-                                     name, buf));
+    throwInvalidArgument(
+        fmt::format("{} {} is CUDA device memory: this build of hoccl copies and reduces host memory "
+                    "only (the CUDA device path is not built yet); pass host buffers",
+                    name, buf));
   return kind;
 }
 
@@ -74,12 +75,15 @@ hocclResult_t collective(const char* fn, Coll coll, const void* sendbuff, void* 
     if (k.rooted && (root < 0 || root >= c.nranks()))
       throwInvalidArgument(fmt::format("root {} is outside 0..{} ({})", root, c.nranks() - 1, c.describe()));
     if (k.reduces && !validOp(op, dt, &c))
-      throwInvalidArgument(fmt::format("op {} is not valid here: use hocclSum/Prod/Max/Min/Avg or a PreMulSum op "
-                                       "created on this communicator for datatype {}", static_cast<int>(op),
-                                       kernels::typeName(dt)));
+      throwInvalidArgument(
+          fmt::format("op {} is not valid here: use hocclSum/Prod/Max/Min/Avg or a PreMulSum op "
+                      "created on this communicator for datatype {}",
+                      static_cast<int>(op), kernels::typeName(dt)));
     checkCount(count, k.blocks, dt);
-    if (count > 0 && k.needSend && !sendbuff) throwInvalidArgument(fmt::format("sendbuff is NULL with count {}", count));
-    if (count > 0 && k.needRecv && !recvbuff) throwInvalidArgument(fmt::format("recvbuff is NULL with count {}", count));
+    if (count > 0 && k.needSend && !sendbuff)
+      throwInvalidArgument(fmt::format("sendbuff is NULL with count {}", count));
+    if (count > 0 && k.needRecv && !recvbuff)
+      throwInvalidArgument(fmt::format("recvbuff is NULL with count {}", count));
     if (count == 0) return hocclSuccess;  // as NCCL: a valid empty collective moves nothing and costs nothing
     Op o;
     o.sendKind = memoryKindOf("sendbuff", sendbuff);
@@ -138,8 +142,8 @@ hocclResult_t hocclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
   return collective("hocclBroadcast", Coll::Broadcast, sendbuff, recvbuff, count, datatype, hocclSum, root, comm);
 }
 
-hocclResult_t hocclReduce(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype,
-                          hocclRedOp_t op, int root, hocclComm_t comm, hocclStream_t) {
+hocclResult_t hocclReduce(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype, hocclRedOp_t op,
+                          int root, hocclComm_t comm, hocclStream_t) {
   return collective("hocclReduce", Coll::Reduce, sendbuff, recvbuff, count, datatype, op, root, comm);
 }
 

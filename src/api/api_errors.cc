@@ -26,17 +26,21 @@ Communicator& liveComm(hocclComm_t comm, bool allowFailed) {
   if (!comm) throwInvalidArgument("comm is NULL: create it with hocclCommInitRank first");
   unsigned stamp = comm->stamp.load();
   if (stamp == hocclComm::kDead) throwInvalidUsage("comm was already destroyed or aborted (use after destroy)");
-  if (stamp != hocclComm::kAlive) throwInvalidArgument("comm is not a hoccl communicator (corrupted or foreign handle)");
+  if (stamp != hocclComm::kAlive)
+    throwInvalidArgument("comm is not a hoccl communicator (corrupted or foreign handle)");
   int init = comm->initResult.load();
   if (init == hocclInProgress)
-    throw Error(hocclInvalidUsage, "comm is still initializing (non-blocking init): poll hocclCommGetAsyncError "
-                                   "until it returns hocclSuccess");
-  if (init != hocclSuccess) throw Error(static_cast<hocclResult_t>(init), "comm failed to initialize: " + comm->initError);
+    throw Error(hocclInvalidUsage,
+                "comm is still initializing (non-blocking init): poll hocclCommGetAsyncError "
+                "until it returns hocclSuccess");
+  if (init != hocclSuccess)
+    throw Error(static_cast<hocclResult_t>(init), "comm failed to initialize: " + comm->initError);
   Communicator& c = *comm->impl;
   int err = c.asyncError.load();
   if (!allowFailed && err != hocclSuccess)
-    throw Error(static_cast<hocclResult_t>(err), c.describe() + " failed in an earlier operation and cannot be used "
-                                                 "any more; destroy or abort it and create a new one");
+    throw Error(static_cast<hocclResult_t>(err), c.describe() +
+                                                     " failed in an earlier operation and cannot be used "
+                                                     "any more; destroy or abort it and create a new one");
   return c;
 }
 

@@ -123,8 +123,9 @@ hocclResult_t hocclCommInitFromEnv(hocclComm_t* comm, int* rank, int* nranks) {
   return guarded("hocclCommInitFromEnv", [&] {
     auto lr = launcherRank();
     if (!lr)
-      throwInvalidUsage("no rank/size in the environment: set HOCCL_RANK and HOCCL_WORLD_SIZE (or run under "
-                        "hoccl-run, mpirun or srun)");
+      throwInvalidUsage(
+          "no rank/size in the environment: set HOCCL_RANK and HOCCL_WORLD_SIZE (or run under "
+          "hoccl-run, mpirun or srun)");
     checkRankArgs(comm, lr->size, lr->rank);
     hocclResult_t r = initHandle(comm, boot::uniqueIdFromEnvironment(lr->rank), lr->rank, lr->size, ConfigView{});
     if (rank) *rank = lr->rank;
@@ -152,7 +153,10 @@ hocclResult_t hocclCommInitAll(hocclComm_t* comms, int ndev, const int* devlist)
     for (int r = 0; r < ndev; ++r) {
       if (results[r] != hocclSuccess) {
         for (int q = 0; q < ndev; ++q)
-          if (results[q] == hocclSuccess) { retire(comms[q]); comms[q] = nullptr; }
+          if (results[q] == hocclSuccess) {
+            retire(comms[q]);
+            comms[q] = nullptr;
+          }
         throw Error(results[r], "rank " + std::to_string(r) + ": " + errors[r]);
       }
     }
@@ -169,7 +173,9 @@ hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hocclComm_t* 
     ConfigView cfg = readConfig(config);
     const int n = c.nranks();
     // Round 1: everybody's color and key.
-    struct Entry { int32_t color, key; };
+    struct Entry {
+      int32_t color, key;
+    };
     std::vector<Entry> entries(n);
     entries[c.rank()] = {color, key};
     c.bootstrap().allGather(entries.data(), sizeof(Entry));
@@ -203,8 +209,9 @@ hocclResult_t hocclCommDestroy(hocclComm_t comm) {
     if (!comm) return hocclSuccess;  // as NCCL: destroying NULL is a no-op
     if (comm->stamp.load() == hocclComm::kDead) throwInvalidUsage("comm was already destroyed (double destroy)");
     if (comm->initResult.load() == hocclInProgress)
-      throwInvalidUsage("comm is still initializing: wait for hocclCommGetAsyncError to leave hocclInProgress, "
-                        "or call hocclCommAbort");
+      throwInvalidUsage(
+          "comm is still initializing: wait for hocclCommGetAsyncError to leave hocclInProgress, "
+          "or call hocclCommAbort");
     retire(comm);
     return hocclSuccess;
   });

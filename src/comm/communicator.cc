@@ -42,7 +42,8 @@ Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::
   // Ranks sharing this machine's CPUs: by real host name, so that emulated hosts (HOCCL_HOSTID) on one machine
   // count together.
   int local = 0;
-  for (const auto& info : bootstrap_->ranks()) local += std::strcmp(info.hostname, bootstrap_->ranks()[rank].hostname) == 0;
+  for (const auto& info : bootstrap_->ranks())
+    local += std::strcmp(info.hostname, bootstrap_->ranks()[rank].hostname) == 0;
   oversubscribed_ = local > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   transport::ConnectContext& ctx = connectCtx_;
@@ -91,8 +92,7 @@ Communicator::~Communicator() = default;
 
 transport::Channel& Communicator::channel(int peer) {
   auto it = channels_.find(peer);
-  if (it == channels_.end())
-    throwInternalError(fmt::format("{}: no channel to rank {}", describe(), peer));
+  if (it == channels_.end()) throwInternalError(fmt::format("{}: no channel to rank {}", describe(), peer));
   return *it->second;
 }
 
@@ -109,8 +109,15 @@ void* Communicator::scratch(size_t bytes) {
 
 const Communicator::Decision& Communicator::decide(const transport::CollCall& call, const sched::CollArgs& args,
                                                    size_t elemSize) {
-  const DecisionKey key{static_cast<int>(args.coll), args.count, args.root, args.inPlace, args.chunkCount, elemSize,
-                        call.op >= hocclNumOps, static_cast<int>(call.sendKind), static_cast<int>(call.recvKind)};
+  const DecisionKey key{static_cast<int>(args.coll),
+                        args.count,
+                        args.root,
+                        args.inPlace,
+                        args.chunkCount,
+                        elemSize,
+                        call.op >= hocclNumOps,
+                        static_cast<int>(call.sendKind),
+                        static_cast<int>(call.recvKind)};
   if (lastKey_ && *lastKey_ == key) return *lastDecision_;
   auto it = decisions_.find(key);
   if (it == decisions_.end()) {

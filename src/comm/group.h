@@ -17,15 +17,15 @@ namespace hoccl {
 /// One recorded operation (already validated by the API edge).
 struct Op {
   enum class Kind { Collective, Send, Recv } kind = Kind::Collective;  ///< what it is
-  Communicator* comm = nullptr;         ///< where
-  sched::Coll coll = sched::Coll::AllReduce;  ///< for collectives
-  const void* sendbuf = nullptr;        ///< input (or the send buffer)
-  void* recvbuf = nullptr;              ///< output (or the receive buffer)
-  size_t count = 0;                     ///< elements as the C API takes them
-  hocclDataType_t dtype = hocclFloat;   ///< element type
-  hocclRedOp_t op = hocclSum;           ///< reduction (may be a PreMulSum handle)
-  int root = 0;                         ///< root for rooted collectives
-  int peer = -1;                        ///< peer for Send / Recv
+  Communicator* comm = nullptr;                                        ///< where
+  sched::Coll coll = sched::Coll::AllReduce;                           ///< for collectives
+  const void* sendbuf = nullptr;                                       ///< input (or the send buffer)
+  void* recvbuf = nullptr;                                             ///< output (or the receive buffer)
+  size_t count = 0;                                                    ///< elements as the C API takes them
+  hocclDataType_t dtype = hocclFloat;                                  ///< element type
+  hocclRedOp_t op = hocclSum;                                          ///< reduction (may be a PreMulSum handle)
+  int root = 0;                                                        ///< root for rooted collectives
+  int peer = -1;                                                       ///< peer for Send / Recv
   kernels::MemoryKind sendKind = kernels::MemoryKind::Host;  ///< where sendbuf lives (classified once, at the edge)
   kernels::MemoryKind recvKind = kernels::MemoryKind::Host;  ///< where recvbuf lives
 };

@@ -118,7 +118,8 @@ PlannedP2P planP2P(Communicator& comm, const std::vector<const Op*>& ops) {
       t.binding.buffers.push_back(const_cast<char*>(src));
       bool clash = false;
       for (const Op* other : ops)
-        clash |= other->kind == Op::Kind::Recv && overlaps(src, bytes, static_cast<const char*>(other->recvbuf), bytesOf(other));
+        clash |= other->kind == Op::Kind::Recv &&
+                 overlaps(src, bytes, static_cast<const char*>(other->recvbuf), bytesOf(other));
       if (clash) {
         uint16_t stage = static_cast<uint16_t>(t.binding.buffers.size());
         t.binding.buffers.push_back(nullptr);  // bound to scratch by planTasks

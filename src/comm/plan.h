@@ -12,9 +12,9 @@ namespace hoccl {
 
 /// A collective op as the tuner, the shortcuts and the schedules see it, and what runs it.
 struct Resolved {
-  transport::CollCall call;                     ///< for the shortcuts
-  sched::CollArgs args;                         ///< for the schedules (this rank)
-  size_t elemSize = 0;                          ///< bytes per element
+  transport::CollCall call;                          ///< for the shortcuts
+  sched::CollArgs args;                              ///< for the schedules (this rank)
+  size_t elemSize = 0;                               ///< bytes per element
   const Communicator::Decision* decision = nullptr;  ///< the tuner's choice (Communicator::decide)
 };
 /// Resolves a validated collective op on its communicator: the one decision of what runs it.

@@ -17,11 +17,11 @@ kernels::BinOp binOpOf(hocclRedOp_t op);
 
 /// A PreMulSum op: the scalar (one element of dtype), read now (host immediate) or at each call (pointer).
 struct PreMulSumOp {
-  hocclDataType_t dtype;                ///< type the scalar and the data have
-  hocclScalarResidence_t residence;     ///< immediate or pointer
-  std::vector<char> value;              ///< the scalar, for host-immediate ops
-  const void* pointer = nullptr;        ///< the scalar's address, for pointer ops
-  const void* comm = nullptr;           ///< the communicator it belongs to
+  hocclDataType_t dtype;             ///< type the scalar and the data have
+  hocclScalarResidence_t residence;  ///< immediate or pointer
+  std::vector<char> value;           ///< the scalar, for host-immediate ops
+  const void* pointer = nullptr;     ///< the scalar's address, for pointer ops
+  const void* comm = nullptr;        ///< the communicator it belongs to
 };
 
 /// Registers a PreMulSum op and returns its handle (>= hocclNumOps).

@@ -55,9 +55,11 @@ class Link {
         continue;
       }
       if (Clock::now() > deadline)
-        throwRemoteError(fmt::format("{}: topology probe ({}) with rank {} timed out after {} s; is that rank alive "
-                                     "and also running with HOCCL_TOPO_PROBE=1? (raise HOCCL_TIMEOUT, or set "
-                                     "HOCCL_TOPO_PROBE=0)", comm_.describe(), what, peer_, timeout.count()));
+        throwRemoteError(
+            fmt::format("{}: topology probe ({}) with rank {} timed out after {} s; is that rank alive "
+                        "and also running with HOCCL_TOPO_PROBE=1? (raise HOCCL_TIMEOUT, or set "
+                        "HOCCL_TOPO_PROBE=0)",
+                        comm_.describe(), what, peer_, timeout.count()));
       switch (backoff.next()) {
         case WaitAction::Spin: Backoff::cpuRelax(); break;
         case WaitAction::Yield: sched_yield(); break;
@@ -126,8 +128,8 @@ std::vector<double> measureRow(Communicator& comm, int myHost, const std::vector
     link.recv(&theirs, sizeof(theirs));
     link.wait("handshake");
     if (theirs != static_cast<uint64_t>(other))
-      throwInternalError(fmt::format("topology probe: rank {} says it leads host {}, expected host {}",
-                                     leaderOf[other], theirs, other));
+      throwInternalError(fmt::format("topology probe: rank {} says it leads host {}, expected host {}", leaderOf[other],
+                                     theirs, other));
     if (myHost < other) {
       row[other] = sendDirection(link, payload);
       receiveDirection(link, payload, leaderOf[other]);

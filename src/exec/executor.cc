@@ -33,7 +33,7 @@ struct Cursor {
   std::vector<Task*> tasks;
   size_t task = 0, step = 0;
   bool posted = false;
-  bool started = false;  // the current task's `before` hook has run
+  bool started = false;                     // the current task's `before` hook has run
   std::vector<transport::Channel*> active;  // channels touched by the current step
   bool done() const { return task >= tasks.size(); }
   // Starts over for communicator `c`, keeping the vectors' capacity.
@@ -204,8 +204,12 @@ void run(std::vector<Task>& tasks) {
   // Lets hocclCommAbort (another thread) wait until this run has left the communicators.
   struct InFlight {
     std::vector<Cursor>& cs;
-    explicit InFlight(std::vector<Cursor>& c) : cs(c) { for (auto& x : cs) ++x.comm->inFlight; }
-    ~InFlight() { for (auto& x : cs) --x.comm->inFlight; }
+    explicit InFlight(std::vector<Cursor>& c) : cs(c) {
+      for (auto& x : cs) ++x.comm->inFlight;
+    }
+    ~InFlight() {
+      for (auto& x : cs) --x.comm->inFlight;
+    }
   } inFlight(cursors);
   static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
   Clock::time_point lastProgress{};  // read the clock only once waiting starts: most small calls never wait
@@ -242,8 +246,9 @@ void run(std::vector<Task>& tasks) {
       for (Cursor& c : cursors) {
         if (c.done()) continue;
         Task& t = *c.tasks[c.task];
-        if (t.poll) throw Error(hocclRemoteError, silentPeerMessage(c.comm->describe(), t.what(), timeout.count(),
-                                                                    t.waitingFor()));
+        if (t.poll)
+          throw Error(hocclRemoteError,
+                      silentPeerMessage(c.comm->describe(), t.what(), timeout.count(), t.waitingFor()));
         throw Error(hocclRemoteError,
                     silentPeerMessage(c.comm->describe(),
                                       fmt::format("{} step {}/{}", t.what(), c.step + 1, t.schedule->steps.size()),

@@ -18,23 +18,23 @@ namespace hoccl::exec {
 
 /// Real memory for the buffer indices of a schedule, and how to combine elements.
 struct Binding {
-  std::vector<char*> buffers;          ///< buffer index -> base address
-  size_t elemSize = 1;                 ///< bytes per element of every buffer
-  hocclDataType_t dtype = hocclUint8;  ///< element type for reductions
-  kernels::BinOp op = kernels::BinOp::Sum;  ///< reduction for RecvReduce / Reduce
+  std::vector<char*> buffers;                                 ///< buffer index -> base address
+  size_t elemSize = 1;                                        ///< bytes per element of every buffer
+  hocclDataType_t dtype = hocclUint8;                         ///< element type for reductions
+  kernels::BinOp op = kernels::BinOp::Sum;                    ///< reduction for RecvReduce / Reduce
   const kernels::MemoryOps* mem = &kernels::hostMemoryOps();  ///< copies and reductions for the buffers' memory kind
 };
 
 /// One schedule to run on one communicator, or (schedule null, poll set) an operation that drives itself.
 struct Task {
-  Communicator* comm = nullptr;     ///< where it runs
+  Communicator* comm = nullptr;                     ///< where it runs
   std::shared_ptr<const sched::Schedule> schedule;  ///< what to do (this rank's part; may be shared via a cache)
-  std::function<bool()> poll;       ///< instead of a schedule (a transport shortcut): called until true, never blocks
+  std::function<bool()> poll;  ///< instead of a schedule (a transport shortcut): called until true, never blocks
   std::function<std::string()> waitingFor;  ///< with poll: the peers it still waits for, for the timeout message
-  Binding binding;                  ///< on which memory
-  std::function<std::string()> what;  ///< "AllReduce(count=.., float, sum) [ring]", built only for messages
-  std::function<void()> before;     ///< runs just before the first step (e.g. PreMulSum input scaling), may be empty
-  std::function<void()> after;      ///< runs right after the last step (e.g. Avg division), may be empty
+  Binding binding;                          ///< on which memory
+  std::function<std::string()> what;        ///< "AllReduce(count=.., float, sum) [ring]", built only for messages
+  std::function<void()> before;  ///< runs just before the first step (e.g. PreMulSum input scaling), may be empty
+  std::function<void()> after;   ///< runs right after the last step (e.g. Avg division), may be empty
 };
 
 /// Runs every task to completion. Throws hoccl::Error naming the rank, the operation, the step and the peer on a

@@ -12,9 +12,9 @@
 
 /// The C handle: the runtime plus a validity stamp (use after destroy is detected).
 struct hocclParo {
-  static constexpr unsigned kAlive = 0x9A40C0DEu;   ///< stamp of a live handle
-  unsigned stamp = kAlive;                          ///< kAlive while valid
-  std::unique_ptr<hoccl::paro::Runtime> rt;         ///< the runtime
+  static constexpr unsigned kAlive = 0x9A40C0DEu;  ///< stamp of a live handle
+  unsigned stamp = kAlive;                         ///< kAlive while valid
+  std::unique_ptr<hoccl::paro::Runtime> rt;        ///< the runtime
 };
 
 namespace {
@@ -45,8 +45,8 @@ void needBuffers(const char* fn, size_t count, const void* a, const void* b) {
 
 State toState(hocclParoState_t s) {
   if (s < hocclParoParams || s > hocclParoOptim)
-    hoccl::throwInvalidArgument(fmt::format("PaRO state {} is not valid (0 = params, 1 = grads, 2 = optimizer)",
-                                            static_cast<int>(s)));
+    hoccl::throwInvalidArgument(
+        fmt::format("PaRO state {} is not valid (0 = params, 1 = grads, 2 = optimizer)", static_cast<int>(s)));
   return static_cast<State>(s);
 }
 
@@ -62,16 +62,15 @@ hocclResult_t hocclParoStrategyParse(const char* strategy, char canonical[4]) {
   });
 }
 
-hocclResult_t hocclParoCreate(hocclComm_t comm, const char* strategy, hocclParoGroupLevel_t level,
-                              hocclParo_t* paro) {
+hocclResult_t hocclParoCreate(hocclComm_t comm, const char* strategy, hocclParoGroupLevel_t level, hocclParo_t* paro) {
   return guard("hocclParoCreate", [&] {
     if (!paro) hoccl::throwInvalidArgument("hocclParoCreate: paro (the output) is null");
     *paro = nullptr;
     if (!comm) hoccl::throwInvalidArgument("hocclParoCreate: comm is null");
     if (!strategy) hoccl::throwInvalidArgument("hocclParoCreate: strategy is null (give e.g. \"IIG\" or \"zero3\")");
     if (level != hocclParoGroupHost && level != hocclParoGroupSwitch)
-      hoccl::throwInvalidArgument(fmt::format("hocclParoCreate: group level {} is not valid (0 = host, 1 = switch)",
-                                              static_cast<int>(level)));
+      hoccl::throwInvalidArgument(
+          fmt::format("hocclParoCreate: group level {} is not valid (0 = host, 1 = switch)", static_cast<int>(level)));
     const Strategy s = parseStrategy(strategy);
     auto handle = std::make_unique<hocclParo>();
     handle->rt = std::make_unique<Runtime>(comm, s, static_cast<GroupLevel>(level));
@@ -103,8 +102,8 @@ hocclResult_t hocclParoGetComm(hocclParo_t paro, hocclParoComm_t which, hocclCom
     const Runtime& rt = live(paro, "hocclParoGetComm");
     if (!comm) hoccl::throwInvalidArgument("hocclParoGetComm: comm (the output) is null");
     if (which < hocclParoCommIntra || which > hocclParoCommGlobal)
-      hoccl::throwInvalidArgument(fmt::format("hocclParoGetComm: {} is not 0 (intra), 1 (inter) or 2 (global)",
-                                              static_cast<int>(which)));
+      hoccl::throwInvalidArgument(
+          fmt::format("hocclParoGetComm: {} is not 0 (intra), 1 (inter) or 2 (global)", static_cast<int>(which)));
     *comm = rt.comm(static_cast<CommKind>(which));
   });
 }

@@ -39,9 +39,10 @@ Layout makeLayout(const topo::Topology& topo, GroupLevel level) {
   bool regular = !members.empty();
   for (const auto& g : members) regular = regular && g.size() == members[0].size();
   if (!regular && topo.nranks > 0) {
-    l.note = fmt::format("the {}s do not all hold the same number of ranks, so PaRO uses groups of one rank "
-                         "(I behaves like N; G still shards over all {} ranks)",
-                         groupLevelName(level), topo.nranks);
+    l.note = fmt::format(
+        "the {}s do not all hold the same number of ranks, so PaRO uses groups of one rank "
+        "(I behaves like N; G still shards over all {} ranks)",
+        groupLevelName(level), topo.nranks);
     members.clear();
     for (int r = 0; r < topo.nranks; ++r) members.push_back({r});
   }
@@ -60,8 +61,10 @@ Layout makeLayout(const topo::Topology& topo, GroupLevel level) {
 
 topo::Topology regularTopology(int nranks, int ranksPerHost, int hostsPerSwitch) {
   if (nranks < 1 || ranksPerHost < 1 || nranks % ranksPerHost != 0)
-    throwInvalidArgument(fmt::format("cannot lay out {} ranks in hosts of {} ranks: the rank count must be a positive "
-                                     "multiple of the ranks per host", nranks, ranksPerHost));
+    throwInvalidArgument(
+        fmt::format("cannot lay out {} ranks in hosts of {} ranks: the rank count must be a positive "
+                    "multiple of the ranks per host",
+                    nranks, ranksPerHost));
   const int nhosts = nranks / ranksPerHost;
   if (hostsPerSwitch < 0 || (hostsPerSwitch > 0 && nhosts % hostsPerSwitch != 0))
     throwInvalidArgument(fmt::format("cannot lay out {} hosts in switches of {} hosts", nhosts, hostsPerSwitch));
@@ -100,8 +103,10 @@ void addHosts(topo::Topology& t, int sw, const nlohmann::json& hosts, int defaul
     else if (!h.is_string())
       throwInvalidArgument(fmt::format("topology file {}: a host is a name or {{\"name\": ..., \"ranks\": n}}", path));
     if (ranks < 1)
-      throwInvalidArgument(fmt::format("topology file {}: a host needs at least one rank (give \"ranks\" or "
-                                       "--group-size)", path));
+      throwInvalidArgument(
+          fmt::format("topology file {}: a host needs at least one rank (give \"ranks\" or "
+                      "--group-size)",
+                      path));
     addHost(t, sw, ranks);
   }
 }

@@ -89,8 +89,8 @@ Memory memoryPerRank(const Layout& layout, const Strategy& s, const ModelSize& s
 Plan makePlan(const Layout& layout, const Strategy& s, const ModelSize& size, int microSteps) {
   if (microSteps < 1) throwInvalidArgument(fmt::format("PaRO: {} micro-steps: need at least 1", microSteps));
   if (size.trainable > size.params)
-    throwInvalidArgument(fmt::format("PaRO: {} trainable parameters is more than the {} parameters",
-                                     size.trainable, size.params));
+    throwInvalidArgument(
+        fmt::format("PaRO: {} trainable parameters is more than the {} parameters", size.trainable, size.params));
   Plan plan;
   plan.strategy = s;
   plan.microSteps = microSteps;
@@ -109,7 +109,9 @@ Plan makePlan(const Layout& layout, const Strategy& s, const ModelSize& size, in
   if (s.g != Level::N) b.add(Phase::ReduceGrads, C::ReduceScatter, intra, G, ng * bT, eG, When::MicroStep, 1);
   if (s.g == Level::G) b.add(Phase::ReduceGrads, C::ReduceScatter, inter, G, bT, eG, When::MicroStep, 1);
   // Per step: bring the accumulated gradient from G's level to OS's level.
-  const auto sync = [&](C c, CommKind k, uint64_t count) { b.add(Phase::SyncGrads, c, k, G, count, eG, When::Step, 1); };
+  const auto sync = [&](C c, CommKind k, uint64_t count) {
+    b.add(Phase::SyncGrads, c, k, G, count, eG, When::Step, 1);
+  };
   if (s.g == Level::N) {
     if (s.os == Level::N) {
       sync(C::AllReduce, CommKind::Global, bT * static_cast<uint64_t>(layout.nranks));

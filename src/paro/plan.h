@@ -34,11 +34,11 @@ namespace hoccl::paro {
 
 /// The model being trained.
 struct ModelSize {
-  uint64_t params = 0;      ///< Psi: parameters
-  uint64_t trainable = 0;   ///< Psi': trainable parameters (<= params)
-  uint32_t bytesP = 2;      ///< bytes per parameter element (bf16)
-  uint32_t bytesG = 2;      ///< bytes per gradient element
-  uint32_t bytesOS = 12;    ///< bytes of optimizer state per trainable element (fp32 master, momentum, variance)
+  uint64_t params = 0;     ///< Psi: parameters
+  uint64_t trainable = 0;  ///< Psi': trainable parameters (<= params)
+  uint32_t bytesP = 2;     ///< bytes per parameter element (bf16)
+  uint32_t bytesG = 2;     ///< bytes per gradient element
+  uint32_t bytesOS = 12;   ///< bytes of optimizer state per trainable element (fp32 master, momentum, variance)
 };
 
 /// Model-state memory of one rank in bytes.
@@ -118,11 +118,11 @@ double predictStepTime(const Layout& layout, const Plan& plan, const LinkModel& 
 
 /// One line of a ranking.
 struct Ranked {
-  Strategy strategy;  ///< the strategy
-  Memory memory;      ///< memory per rank
-  double seconds = 0; ///< predicted step communication time
+  Strategy strategy;         ///< the strategy
+  Memory memory;             ///< memory per rank
+  double seconds = 0;        ///< predicted step communication time
   uint64_t sentPerRank = 0;  ///< bytes per rank per step
-  bool fits = true;   ///< memory.total <= budget
+  bool fits = true;          ///< memory.total <= budget
 };
 /// All 27 strategies: those that fit the budget (bytes, 0 = no limit) first, fastest first (then least memory);
 /// then those that do not fit, least memory first.

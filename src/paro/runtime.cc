@@ -24,10 +24,18 @@ namespace hoccl::paro {
 
 size_t dataTypeSize(hocclDataType_t type) {
   switch (type) {
-    case hocclInt8: case hocclUint8: case hocclFloat8e4m3: case hocclFloat8e5m2: return 1;
-    case hocclFloat16: case hocclBfloat16: return 2;
-    case hocclInt32: case hocclUint32: case hocclFloat32: return 4;
-    case hocclInt64: case hocclUint64: case hocclFloat64: return 8;
+    case hocclInt8:
+    case hocclUint8:
+    case hocclFloat8e4m3:
+    case hocclFloat8e5m2: return 1;
+    case hocclFloat16:
+    case hocclBfloat16: return 2;
+    case hocclInt32:
+    case hocclUint32:
+    case hocclFloat32: return 4;
+    case hocclInt64:
+    case hocclUint64:
+    case hocclFloat64: return 8;
     default: break;
   }
   throwInvalidArgument(fmt::format("PaRO: datatype {} is not a hoccl datatype (0..{})", static_cast<int>(type),
@@ -116,8 +124,7 @@ void Runtime::allGather(CommKind k, const void* in, void* out, uint64_t count, h
   check(hocclAllGather(in, out, count, t, c, s), "all-gather", c);
 }
 
-void Runtime::reduceScatter(CommKind k, const void* in, void* out, uint64_t count, hocclDataType_t t,
-                            hocclStream_t s) {
+void Runtime::reduceScatter(CommKind k, const void* in, void* out, uint64_t count, hocclDataType_t t, hocclStream_t s) {
   hocclComm_t c = comm(k);
   int n = 1;
   hocclCommCount(c, &n);

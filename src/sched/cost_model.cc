@@ -57,7 +57,10 @@ class Simulator {
       int finishing = -1;
       for (size_t f = 0; f < flows_.size(); ++f) {
         double end = now_ + flows_[f].remaining / flows_[f].rate;
-        if (end < next) { next = end; finishing = static_cast<int>(f); }
+        if (end < next) {
+          next = end;
+          finishing = static_cast<int>(f);
+        }
       }
       if (next == std::numeric_limits<double>::infinity()) break;
       advance(next);
@@ -104,8 +107,10 @@ class Simulator {
           if (pos < other.size()) {
             id = other[pos];
             if (msgs_[id].bytes != static_cast<double>(p.count) * elem_)
-              throwInvalidArgument(fmt::format("cost model: message {} from rank {} to rank {} has different counts "
-                                               "on the two sides", pos, key.first, key.second));
+              throwInvalidArgument(
+                  fmt::format("cost model: message {} from rank {} to rank {} has different counts "
+                              "on the two sides",
+                              pos, key.first, key.second));
           } else {
             id = static_cast<int>(msgs_.size());
             Message m;
@@ -235,8 +240,8 @@ class Simulator {
 Prediction predict(const std::vector<sched::Schedule>& schedules, const Topology& topo, size_t elemSize,
                    const LinkModel& model) {
   if (static_cast<int>(schedules.size()) != topo.nranks)
-    throwInvalidArgument(fmt::format("cost model: {} schedules for a topology of {} ranks", schedules.size(),
-                                     topo.nranks));
+    throwInvalidArgument(
+        fmt::format("cost model: {} schedules for a topology of {} ranks", schedules.size(), topo.nranks));
   return Simulator(schedules, topo, elemSize, model).run();
 }
 

@@ -17,10 +17,10 @@ namespace hoccl::topo {
 
 /// What the model predicts for one operation.
 struct Prediction {
-  double seconds = 0;                             ///< completion time of the slowest rank
-  double bytes[hocclNumLinkClasses] = {};         ///< payload bytes sent, all ranks, by link class
-  size_t messages = 0;                            ///< point-to-point messages
-  size_t maxSteps = 0;                            ///< steps of the longest schedule
+  double seconds = 0;                      ///< completion time of the slowest rank
+  double bytes[hocclNumLinkClasses] = {};  ///< payload bytes sent, all ranks, by link class
+  size_t messages = 0;                     ///< point-to-point messages
+  size_t maxSteps = 0;                     ///< steps of the longest schedule
 };
 
 /// Simulates schedules[r] for every rank r of topo with elements of elemSize bytes. Throws InvalidArgument when

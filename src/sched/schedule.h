@@ -40,13 +40,13 @@ enum class PrimKind : uint8_t {
 
 /// One primitive operation. Unused fields are 0 (peer -1).
 struct Prim {
-  PrimKind kind;     ///< what to do
-  int peer = -1;     ///< peer rank for Send / Recv / RecvReduce
-  uint16_t src = 0;  ///< source buffer index (Send, RecvReduce, Copy, Reduce)
-  uint16_t dst = 0;  ///< destination buffer index (Recv, RecvReduce, Copy, Reduce)
-  size_t srcOff = 0; ///< source offset in elements
-  size_t dstOff = 0; ///< destination offset in elements
-  size_t count = 0;  ///< number of elements
+  PrimKind kind;      ///< what to do
+  int peer = -1;      ///< peer rank for Send / Recv / RecvReduce
+  uint16_t src = 0;   ///< source buffer index (Send, RecvReduce, Copy, Reduce)
+  uint16_t dst = 0;   ///< destination buffer index (Recv, RecvReduce, Copy, Reduce)
+  size_t srcOff = 0;  ///< source offset in elements
+  size_t dstOff = 0;  ///< destination offset in elements
+  size_t count = 0;   ///< number of elements
 };
 
 /// A set of prims that run concurrently.
@@ -90,13 +90,13 @@ using hoccl::collName;
 /// AllReduce/Broadcast/Reduce: count per buffer; AllGather: sendcount; ReduceScatter: recvcount;
 /// AlltoAll/Gather/Scatter: count per block.
 struct CollArgs {
-  Coll coll;                 ///< which collective
-  int rank = 0;              ///< this rank
-  int nranks = 1;            ///< ranks in the communicator
-  size_t count = 0;          ///< element count as the C API takes it
-  int root = 0;              ///< root rank for Broadcast/Reduce/Gather/Scatter
-  size_t chunkCount = 0;     ///< pipelining chunk in elements (0 = algorithm default)
-  bool inPlace = false;      ///< input and output alias as the C API defines in-place (lets algorithms skip staging)
+  Coll coll;              ///< which collective
+  int rank = 0;           ///< this rank
+  int nranks = 1;         ///< ranks in the communicator
+  size_t count = 0;       ///< element count as the C API takes it
+  int root = 0;           ///< root rank for Broadcast/Reduce/Gather/Scatter
+  size_t chunkCount = 0;  ///< pipelining chunk in elements (0 = algorithm default)
+  bool inPlace = false;   ///< input and output alias as the C API defines in-place (lets algorithms skip staging)
 };
 
 /// Element count of the input and output buffers for args (per rank), e.g. AllGather: {count, count*nranks}.

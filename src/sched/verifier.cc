@@ -117,7 +117,10 @@ class Machine {
         if (recvDone_[r][i]) continue;
         auto& q = queue(p.peer, r);
         size_t idx = recvIndex_[r][i];
-        if (idx >= q.size()) { complete = false; continue; }
+        if (idx >= q.size()) {
+          complete = false;
+          continue;
+        }
         Message& m = q[idx];
         std::string ctx = where(r, cur_[r], i, p);
         if (m.data.size() != p.count)
@@ -164,9 +167,7 @@ class Machine {
           break;
         }
         case PrimKind::Recv:
-        case PrimKind::RecvReduce:
-          recvIndex_[r][i] = recvCount_[{p.peer, r}]++;
-          break;
+        case PrimKind::RecvReduce: recvIndex_[r][i] = recvCount_[{p.peer, r}]++; break;
         case PrimKind::Copy: {
           Span s = span(r, p.src, p.srcOff, p.count, ctx), d = span(r, p.dst, p.dstOff, p.count, ctx);
           std::vector<double> tmp(ptr(r, s), ptr(r, s) + p.count);
@@ -189,7 +190,8 @@ class Machine {
     for (size_t r = 0; r < sched_.size(); ++r) {
       if (cur_[r] >= sched_[r].steps.size()) continue;
       os << "[rank " << r << " stuck in step " << cur_[r] << "/" << sched_[r].steps.size() << ": ";
-      for (const auto& p : sched_[r].steps[cur_[r]].prims) os << primName(p.kind) << "(" << p.peer << "," << p.count << ") ";
+      for (const auto& p : sched_[r].steps[cur_[r]].prims)
+        os << primName(p.kind) << "(" << p.peer << "," << p.count << ") ";
       os << "] ";
     }
     return os.str();
@@ -227,7 +229,8 @@ std::vector<std::vector<double>> runCollective(const std::vector<Schedule>& sche
     BufferCounts bc = bufferCounts(a);
     VerifyRank& vr = ranks[r];
     vr.views.resize(3);
-    bool aliased = inPlace && (!rootOnlyOutput(args.coll) || r == args.root) && !(args.coll == Coll::Scatter && r != args.root);
+    bool aliased = inPlace && (!rootOnlyOutput(args.coll) || r == args.root) &&
+                   !(args.coll == Coll::Scatter && r != args.root);
     if (!aliased) {
       vr.arrays.push_back(inputs[r]);
       vr.arrays.push_back(std::vector<double>(bc.output, nan));
@@ -258,8 +261,7 @@ std::vector<std::vector<double>> runCollective(const std::vector<Schedule>& sche
   return outputs;
 }
 
-std::vector<std::vector<double>> referenceCollective(const CollArgs& args,
-                                                     const std::vector<std::vector<double>>& in,
+std::vector<std::vector<double>> referenceCollective(const CollArgs& args, const std::vector<std::vector<double>>& in,
                                                      const VerifyOp& op) {
   const int n = args.nranks;
   const size_t c = args.count;
@@ -273,7 +275,9 @@ std::vector<std::vector<double>> referenceCollective(const CollArgs& args,
   for (int r = 0; r < n; ++r) {
     switch (args.coll) {
       case Coll::AllReduce: out[r] = reduceAll(0, c); break;
-      case Coll::Reduce: if (r == args.root) out[r] = reduceAll(0, c); break;
+      case Coll::Reduce:
+        if (r == args.root) out[r] = reduceAll(0, c);
+        break;
       case Coll::Broadcast: out[r] = in[args.root]; break;
       case Coll::ReduceScatter: out[r] = reduceAll(static_cast<size_t>(r) * c, c); break;
       case Coll::AllGather:
@@ -283,9 +287,7 @@ std::vector<std::vector<double>> referenceCollective(const CollArgs& args,
         if (r == args.root)
           for (int q = 0; q < n; ++q) out[r].insert(out[r].end(), in[q].begin(), in[q].end());
         break;
-      case Coll::Scatter:
-        out[r].assign(in[args.root].begin() + r * c, in[args.root].begin() + (r + 1) * c);
-        break;
+      case Coll::Scatter: out[r].assign(in[args.root].begin() + r * c, in[args.root].begin() + (r + 1) * c); break;
       case Coll::AlltoAll:
         for (int q = 0; q < n; ++q) out[r].insert(out[r].end(), in[q].begin() + r * c, in[q].begin() + (r + 1) * c);
         break;

@@ -18,8 +18,7 @@
 #define HOCCL_NCCL_MINOR 28
 #define HOCCL_NCCL_PATCH 9
 /// NCCL's version code formula: X*1000+Y*100+Z up to 2.8, X*10000+Y*100+Z after.
-#define HOCCL_NCCL_VERSION(X, Y, Z) \
-  (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
+#define HOCCL_NCCL_VERSION(X, Y, Z) (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 /// 22809 for 2.28.9.
 #define HOCCL_NCCL_VERSION_CODE HOCCL_NCCL_VERSION(HOCCL_NCCL_MAJOR, HOCCL_NCCL_MINOR, HOCCL_NCCL_PATCH)
 /// ncclConfig_t.magic of a config set up with NCCL_CONFIG_INITIALIZER.
@@ -48,7 +47,9 @@ typedef struct ncclWindow_vidmem* ncclWindow_t;
 typedef struct CUstream_st* cudaStream_t;
 
 /// The job's unique id, passed by value.
-typedef struct { char internal[HOCCL_NCCL_UNIQUE_ID_BYTES]; } ncclUniqueId;
+typedef struct {
+  char internal[HOCCL_NCCL_UNIQUE_ID_BYTES];
+} ncclUniqueId;
 
 /// Result codes.
 typedef enum {
@@ -107,15 +108,20 @@ typedef enum {
 
 /// Element types.
 typedef enum {
-  ncclInt8 = 0, ncclChar = 0,
+  ncclInt8 = 0,
+  ncclChar = 0,
   ncclUint8 = 1,
-  ncclInt32 = 2, ncclInt = 2,
+  ncclInt32 = 2,
+  ncclInt = 2,
   ncclUint32 = 3,
   ncclInt64 = 4,
   ncclUint64 = 5,
-  ncclFloat16 = 6, ncclHalf = 6,
-  ncclFloat32 = 7, ncclFloat = 7,
-  ncclFloat64 = 8, ncclDouble = 8,
+  ncclFloat16 = 6,
+  ncclHalf = 6,
+  ncclFloat32 = 7,
+  ncclFloat = 7,
+  ncclFloat64 = 8,
+  ncclDouble = 8,
   ncclBfloat16 = 9,
   ncclFloat8e4m3 = 10,
   ncclFloat8e5m2 = 11,
@@ -147,70 +153,70 @@ typedef struct ncclLLA2AHandle ncclLLA2AHandle_t;
 /// test checks them against NVIDIA's headers. ncclResetDebugInitInternal (strong, no p-alias) is listed apart.
 #define HOCCL_NCCL_API_LIST(X) HOCCL_NCCL_HOST_API_LIST(X) HOCCL_NCCL_DEVICE_API_LIST(X)
 /// The functions of nccl.h (which declares both the nccl* and the pnccl* names).
-#define HOCCL_NCCL_HOST_API_LIST(X)                                                                             \
-  X(ncclResult_t, ncclMemAlloc, (void**, size_t))                                                               \
-  X(ncclResult_t, ncclMemFree, (void*))                                                                         \
-  X(ncclResult_t, ncclGetVersion, (int*))                                                                       \
-  X(ncclResult_t, ncclGetUniqueId, (ncclUniqueId*))                                                             \
-  X(ncclResult_t, ncclCommInitRankConfig, (ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*))                 \
-  X(ncclResult_t, ncclCommInitRank, (ncclComm_t*, int, ncclUniqueId, int))                                      \
-  X(ncclResult_t, ncclCommInitAll, (ncclComm_t*, int, const int*))                                              \
-  X(ncclResult_t, ncclCommFinalize, (ncclComm_t))                                                               \
-  X(ncclResult_t, ncclCommDestroy, (ncclComm_t))                                                                \
-  X(ncclResult_t, ncclCommAbort, (ncclComm_t))                                                                  \
-  X(ncclResult_t, ncclCommRevoke, (ncclComm_t, int))                                                            \
-  X(ncclResult_t, ncclCommSplit, (ncclComm_t, int, int, ncclComm_t*, ncclConfig_t*))                            \
-  X(ncclResult_t, ncclCommShrink, (ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int))                     \
-  X(ncclResult_t, ncclCommInitRankScalable, (ncclComm_t*, int, int, int, ncclUniqueId*, ncclConfig_t*))         \
-  X(const char*, ncclGetErrorString, (ncclResult_t))                                                            \
-  X(const char*, ncclGetLastError, (ncclComm_t))                                                                \
-  X(void, ncclResetDebugInit, ())                                                                               \
-  X(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t, ncclResult_t*))                                           \
-  X(ncclResult_t, ncclCommCount, (const ncclComm_t, int*))                                                      \
-  X(ncclResult_t, ncclCommCuDevice, (const ncclComm_t, int*))                                                   \
-  X(ncclResult_t, ncclCommUserRank, (const ncclComm_t, int*))                                                   \
-  X(ncclResult_t, ncclCommRegister, (const ncclComm_t, void*, size_t, void**))                                  \
-  X(ncclResult_t, ncclCommDeregister, (const ncclComm_t, void*))                                                \
-  X(ncclResult_t, ncclCommWindowRegister, (ncclComm_t, void*, size_t, ncclWindow_t*, int))                      \
-  X(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t, ncclWindow_t))                                         \
-  X(ncclResult_t, ncclRedOpCreatePreMulSum,                                                                     \
-    (ncclRedOp_t*, void*, ncclDataType_t, ncclScalarResidence_t, ncclComm_t))                                   \
-  X(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t, ncclComm_t))                                                  \
-  X(ncclResult_t, ncclReduce,                                                                                   \
-    (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t))                   \
-  X(ncclResult_t, ncclBcast, (void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))                    \
-  X(ncclResult_t, ncclBroadcast, (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))   \
-  X(ncclResult_t, ncclAllReduce,                                                                                \
-    (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))                        \
-  X(ncclResult_t, ncclReduceScatter,                                                                            \
-    (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))                        \
-  X(ncclResult_t, ncclAllGather, (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))        \
-  X(ncclResult_t, ncclAlltoAll, (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))         \
-  X(ncclResult_t, ncclGather, (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))      \
-  X(ncclResult_t, ncclScatter, (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))     \
-  X(ncclResult_t, ncclSend, (const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))               \
-  X(ncclResult_t, ncclRecv, (void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))                     \
-  X(ncclResult_t, ncclGroupStart, ())                                                                           \
-  X(ncclResult_t, ncclGroupEnd, ())                                                                             \
+#define HOCCL_NCCL_HOST_API_LIST(X)                                                                                   \
+  X(ncclResult_t, ncclMemAlloc, (void**, size_t))                                                                     \
+  X(ncclResult_t, ncclMemFree, (void*))                                                                               \
+  X(ncclResult_t, ncclGetVersion, (int*))                                                                             \
+  X(ncclResult_t, ncclGetUniqueId, (ncclUniqueId*))                                                                   \
+  X(ncclResult_t, ncclCommInitRankConfig, (ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*))                       \
+  X(ncclResult_t, ncclCommInitRank, (ncclComm_t*, int, ncclUniqueId, int))                                            \
+  X(ncclResult_t, ncclCommInitAll, (ncclComm_t*, int, const int*))                                                    \
+  X(ncclResult_t, ncclCommFinalize, (ncclComm_t))                                                                     \
+  X(ncclResult_t, ncclCommDestroy, (ncclComm_t))                                                                      \
+  X(ncclResult_t, ncclCommAbort, (ncclComm_t))                                                                        \
+  X(ncclResult_t, ncclCommRevoke, (ncclComm_t, int))                                                                  \
+  X(ncclResult_t, ncclCommSplit, (ncclComm_t, int, int, ncclComm_t*, ncclConfig_t*))                                  \
+  X(ncclResult_t, ncclCommShrink, (ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int))                           \
+  X(ncclResult_t, ncclCommInitRankScalable, (ncclComm_t*, int, int, int, ncclUniqueId*, ncclConfig_t*))               \
+  X(const char*, ncclGetErrorString, (ncclResult_t))                                                                  \
+  X(const char*, ncclGetLastError, (ncclComm_t))                                                                      \
+  X(void, ncclResetDebugInit, ())                                                                                     \
+  X(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t, ncclResult_t*))                                                 \
+  X(ncclResult_t, ncclCommCount, (const ncclComm_t, int*))                                                            \
+  X(ncclResult_t, ncclCommCuDevice, (const ncclComm_t, int*))                                                         \
+  X(ncclResult_t, ncclCommUserRank, (const ncclComm_t, int*))                                                         \
+  X(ncclResult_t, ncclCommRegister, (const ncclComm_t, void*, size_t, void**))                                        \
+  X(ncclResult_t, ncclCommDeregister, (const ncclComm_t, void*))                                                      \
+  X(ncclResult_t, ncclCommWindowRegister, (ncclComm_t, void*, size_t, ncclWindow_t*, int))                            \
+  X(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t, ncclWindow_t))                                               \
+  X(ncclResult_t, ncclRedOpCreatePreMulSum, (ncclRedOp_t*, void*, ncclDataType_t, ncclScalarResidence_t, ncclComm_t)) \
+  X(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t, ncclComm_t))                                                        \
+  X(ncclResult_t, ncclReduce,                                                                                         \
+    (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t))                         \
+  X(ncclResult_t, ncclBcast, (void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))                          \
+  X(ncclResult_t, ncclBroadcast, (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))         \
+  X(ncclResult_t, ncclAllReduce, (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t)) \
+  X(ncclResult_t, ncclReduceScatter,                                                                                  \
+    (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))                              \
+  X(ncclResult_t, ncclAllGather, (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))              \
+  X(ncclResult_t, ncclAlltoAll, (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))               \
+  X(ncclResult_t, ncclGather, (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))            \
+  X(ncclResult_t, ncclScatter, (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))           \
+  X(ncclResult_t, ncclSend, (const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))                     \
+  X(ncclResult_t, ncclRecv, (void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))                           \
+  X(ncclResult_t, ncclGroupStart, ())                                                                                 \
+  X(ncclResult_t, ncclGroupEnd, ())                                                                                   \
   X(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t*))
 /// The host functions of nccl_device/*.h (which declares only the nccl* names; the library exports both).
-#define HOCCL_NCCL_DEVICE_API_LIST(X)                                                                           \
-  X(ncclResult_t, ncclDevCommCreate, (ncclComm_t, ncclDevCommRequirements_t const*, ncclDevComm_t*))            \
-  X(ncclResult_t, ncclDevCommDestroy, (ncclComm_t, ncclDevComm_t const*))                                       \
-  X(ncclTeam_t, ncclTeamWorld, (ncclComm_t))                                                                    \
-  X(ncclTeam_t, ncclTeamLsa, (ncclComm_t))                                                                      \
-  X(ncclTeam_t, ncclTeamRail, (ncclComm_t))                                                                     \
-  X(int, ncclTeamRankToWorld, (ncclComm_t, ncclTeam_t, int))                                                    \
-  X(int, ncclTeamRankToLsa, (ncclComm_t, ncclTeam_t, int))                                                      \
-  X(ncclResult_t, ncclLsaBarrierCreateRequirement,                                                              \
-    (ncclTeam_t, int, ncclLsaBarrierHandle_t*, ncclDevResourceRequirements_t*))                                 \
-  X(ncclResult_t, ncclGinBarrierCreateRequirement,                                                              \
-    (ncclComm_t, ncclTeam_t, int, ncclGinBarrierHandle_t*, ncclDevResourceRequirements_t*))                     \
-  X(int, ncclLLA2ACalcSlots, (int, int))                                                                        \
+#define HOCCL_NCCL_DEVICE_API_LIST(X)                                                                \
+  X(ncclResult_t, ncclDevCommCreate, (ncclComm_t, ncclDevCommRequirements_t const*, ncclDevComm_t*)) \
+  X(ncclResult_t, ncclDevCommDestroy, (ncclComm_t, ncclDevComm_t const*))                            \
+  X(ncclTeam_t, ncclTeamWorld, (ncclComm_t))                                                         \
+  X(ncclTeam_t, ncclTeamLsa, (ncclComm_t))                                                           \
+  X(ncclTeam_t, ncclTeamRail, (ncclComm_t))                                                          \
+  X(int, ncclTeamRankToWorld, (ncclComm_t, ncclTeam_t, int))                                         \
+  X(int, ncclTeamRankToLsa, (ncclComm_t, ncclTeam_t, int))                                           \
+  X(ncclResult_t, ncclLsaBarrierCreateRequirement,                                                   \
+    (ncclTeam_t, int, ncclLsaBarrierHandle_t*, ncclDevResourceRequirements_t*))                      \
+  X(ncclResult_t, ncclGinBarrierCreateRequirement,                                                   \
+    (ncclComm_t, ncclTeam_t, int, ncclGinBarrierHandle_t*, ncclDevResourceRequirements_t*))          \
+  X(int, ncclLLA2ACalcSlots, (int, int))                                                             \
   X(ncclResult_t, ncclLLA2ACreateRequirement, (int, int, ncclLLA2AHandle_t*, ncclDevResourceRequirements_t*))
 
 #ifndef HOCCL_NCCL_ABI_NAMESPACE
-#define HOCCL_NCCL_DECLARE_(ret, name, params) ret name params; ret p##name params;
+#define HOCCL_NCCL_DECLARE_(ret, name, params) \
+  ret name params;                             \
+  ret p##name params;
 HOCCL_NCCL_API_LIST(HOCCL_NCCL_DECLARE_)
 #undef HOCCL_NCCL_DECLARE_
 /// Re-reads the logging environment (NCCL exports it, strong and without a p-alias; not in nccl.h).

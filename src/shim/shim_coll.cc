@@ -22,12 +22,12 @@ void prepare(const void* sendbuff, const void* recvbuff, cudaStream_t stream) {
 
 extern "C" {
 
-ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                            ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclAllReduce", [&] {
     prepare(sendbuff, recvbuff, stream);
-    return fromHoccl(hocclAllReduce(sendbuff, recvbuff, count, toHoccl(datatype), toHoccl(op), toHoccl(comm),
-                                    nullptr), toHoccl(comm));
+    return fromHoccl(hocclAllReduce(sendbuff, recvbuff, count, toHoccl(datatype), toHoccl(op), toHoccl(comm), nullptr),
+                     toHoccl(comm));
   });
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclAllReduce)
@@ -46,18 +46,18 @@ ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int r
                         cudaStream_t stream) {
   return guarded("ncclBcast", [&] {
     prepare(buff, buff, stream);
-    return fromHoccl(hocclBroadcast(buff, buff, count, toHoccl(datatype), root, toHoccl(comm), nullptr),
-                     toHoccl(comm));
+    return fromHoccl(hocclBroadcast(buff, buff, count, toHoccl(datatype), root, toHoccl(comm), nullptr), toHoccl(comm));
   });
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclBcast)
 
-ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                         int root, ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclReduce", [&] {
     prepare(sendbuff, recvbuff, stream);
     return fromHoccl(hocclReduce(sendbuff, recvbuff, count, toHoccl(datatype), toHoccl(op), root, toHoccl(comm),
-                                 nullptr), toHoccl(comm));
+                                 nullptr),
+                     toHoccl(comm));
   });
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclReduce)
@@ -76,14 +76,15 @@ ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t rec
                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclReduceScatter", [&] {
     prepare(sendbuff, recvbuff, stream);
-    return fromHoccl(hocclReduceScatter(sendbuff, recvbuff, recvcount, toHoccl(datatype), toHoccl(op),
-                                        toHoccl(comm), nullptr), toHoccl(comm));
+    return fromHoccl(hocclReduceScatter(sendbuff, recvbuff, recvcount, toHoccl(datatype), toHoccl(op), toHoccl(comm),
+                                        nullptr),
+                     toHoccl(comm));
   });
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclReduceScatter)
 
-ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                           ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                           cudaStream_t stream) {
   return guarded("ncclAlltoAll", [&] {
     prepare(sendbuff, recvbuff, stream);
     return fromHoccl(hocclAlltoAll(sendbuff, recvbuff, count, toHoccl(datatype), toHoccl(comm), nullptr),

@@ -15,8 +15,7 @@
 
 /// Declares the weak NAME as an alias of the strong pNAME defined just above it in the same file (NCCL's
 /// profiling-interface pattern: a tool may define NAME itself and call pNAME).
-#define HOCCL_NCCL_WEAK_ALIAS(NAME) \
-  extern "C" decltype(::p##NAME) NAME __attribute__((weak, alias("p" #NAME)));
+#define HOCCL_NCCL_WEAK_ALIAS(NAME) extern "C" decltype(::p##NAME) NAME __attribute__((weak, alias("p" #NAME)));
 
 namespace hoccl::shim {
 

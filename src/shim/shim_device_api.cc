@@ -22,8 +22,8 @@ ncclTeam_t worldOf(const char* fn, ncclComm_t comm) {
     int n = 0, rank = 0;
     hocclComm_t h = toHoccl(comm);
     if (hocclCommCount(h, &n) != hocclSuccess || hocclCommUserRank(h, &rank) != hocclSuccess) {
-      throw hoccl::Error(hocclInvalidArgument, fmt::format("invalid communicator {}: {}",
-                                                           static_cast<void*>(comm), hocclGetLastError(h)));
+      throw hoccl::Error(hocclInvalidArgument,
+                         fmt::format("invalid communicator {}: {}", static_cast<void*>(comm), hocclGetLastError(h)));
     }
     t = ncclTeam_t{n, rank, 1};
     return ncclSuccess;

@@ -94,9 +94,8 @@ ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myra
                                        ncclConfig_t* config) {
   return guarded("ncclCommInitRankScalable", [&] {
     if (nId < 1 || !commIds) {
-      throw hoccl::Error(hocclInvalidArgument,
-                         fmt::format("needs at least one unique id (nId = {}, commIds = {})", nId,
-                                     static_cast<const void*>(commIds)));
+      throw hoccl::Error(hocclInvalidArgument, fmt::format("needs at least one unique id (nId = {}, commIds = {})", nId,
+                                                           static_cast<const void*>(commIds)));
     }
     // hoccl's bootstrap root scales by itself; the first id (made by rank 0) is the one every rank shares.
     if (nId > 1) HOCCL_INFO(kInit, "ncclCommInitRankScalable: {} ids given, hoccl uses the first", nId);
@@ -135,9 +134,9 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int exclude
       throw hoccl::Error(hocclInvalidArgument, fmt::format("unknown shrinkFlags {:#x}", shrinkFlags));
     }
     if (excludeRanksCount < 0 || (excludeRanksCount > 0 && !excludeRanksList)) {
-      throw hoccl::Error(hocclInvalidArgument, fmt::format("excludeRanksCount is {} with excludeRanksList = {}",
-                                                           excludeRanksCount,
-                                                           static_cast<const void*>(excludeRanksList)));
+      throw hoccl::Error(hocclInvalidArgument,
+                         fmt::format("excludeRanksCount is {} with excludeRanksList = {}", excludeRanksCount,
+                                     static_cast<const void*>(excludeRanksList)));
     }
     if (excludeRanksCount > 0) {
       unsupported(fmt::format(
@@ -188,9 +187,10 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   return guarded("ncclCommRevoke", [&]() -> ncclResult_t {
     (void)comm;
     (void)revokeFlags;
-    unsupported("hoccl cannot stop in-flight operations and keep the communicator for a later shrink. Use "
-                "ncclCommAbort (safe from another thread, never blocks on a dead peer) and create a new "
-                "communicator.");
+    unsupported(
+        "hoccl cannot stop in-flight operations and keep the communicator for a later shrink. Use "
+        "ncclCommAbort (safe from another thread, never blocks on a dead peer) and create a new "
+        "communicator.");
   });
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclCommRevoke)
@@ -221,8 +221,7 @@ ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
 HOCCL_NCCL_WEAK_ALIAS(ncclCommCuDevice)
 
 ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
-  return guarded("ncclCommUserRank",
-                 [&] { return fromHoccl(hocclCommUserRank(toHoccl(comm), rank), toHoccl(comm)); });
+  return guarded("ncclCommUserRank", [&] { return fromHoccl(hocclCommUserRank(toHoccl(comm), rank), toHoccl(comm)); });
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclCommUserRank)
 

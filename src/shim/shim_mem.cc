@@ -92,17 +92,18 @@ ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
   return guarded("ncclMemAlloc", [&] {
     if (!ptr) throw hoccl::Error(hocclInvalidArgument, "ptr is NULL; pass the address of a pointer");
     if (hoccl::cuda::deviceCount() > 0) {
-      unsupported("this process has a CUDA device, and ncclMemAlloc must then return device memory, but the "
-                  "CUDA path of hoccl is not built into this libnccl.so.2. Allocate with cudaMalloc, or use "
-                  "NVIDIA's libnccl.so.2.");
+      unsupported(
+          "this process has a CUDA device, and ncclMemAlloc must then return device memory, but the "
+          "CUDA path of hoccl is not built into this libnccl.so.2. Allocate with cudaMalloc, or use "
+          "NVIDIA's libnccl.so.2.");
     }
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     const size_t bytes = size == 0 ? page : (size + page - 1) / page * page;
     if (bytes < size) throw hoccl::Error(hocclInvalidArgument, fmt::format("size {} is too large", size));
     void* p = nullptr;
     if (const int err = posix_memalign(&p, page, bytes); err != 0) {
-      throw hoccl::Error(hocclSystemError, fmt::format("could not allocate {} bytes of host memory (errno {})",
-                                                       bytes, err));
+      throw hoccl::Error(hocclSystemError,
+                         fmt::format("could not allocate {} bytes of host memory (errno {})", bytes, err));
     }
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);

@@ -19,8 +19,9 @@ namespace {
 
 constexpr int kRanks = 4;
 const size_t kCounts[] = {0, 1, 7, 1023, 12347};
-const ncclDataType_t kAllTypes[] = {ncclInt8,   ncclUint8,   ncclInt32,    ncclUint32,     ncclInt64,     ncclUint64,
-                                    ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
+const ncclDataType_t kAllTypes[] = {ncclInt8,    ncclUint8,    ncclInt32,      ncclUint32,
+                                    ncclInt64,   ncclUint64,   ncclFloat16,    ncclFloat32,
+                                    ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
 const char* kOpNames[] = {"sum", "prod", "max", "min", "avg"};
 
 // Small integers chosen so that every partial result is exact in every type, even fp8 (see each case), which makes
@@ -29,13 +30,13 @@ double inputValue(ncclDataType_t t, ncclRedOp_t op, int rank, size_t i) {
   const bool u = abi::isUnsigned(t);
   const size_t h = i * 7919u + static_cast<size_t>(rank) * 104729u + 13u;
   switch (op) {
-    case ncclSum: return u ? double(h % 3) : double(h % 5) - 2;                  // |partial sums| <= 8
+    case ncclSum: return u ? double(h % 3) : double(h % 5) - 2;                             // |partial sums| <= 8
     case ncclProd: return u ? double(1 + h % 2) : (h % 3 == 0 ? -1.0 : double(1 + h % 2));  // +-powers of two
     case ncclAvg: {  // +-1 per rank cancels over an even number of ranks: the average is the i term
       const double base = u ? double(1 + i % 3) : double(i % 5) - 2;
       return base + (rank % 2 ? 1 : -1);
     }
-    default: return u ? double(h % 7) : double(h % 7) - 3;                       // max, min
+    default: return u ? double(h % 7) : double(h % 7) - 3;  // max, min
   }
 }
 
@@ -44,7 +45,8 @@ double reduceRef(ncclDataType_t t, ncclRedOp_t op, size_t i) {
   for (int r = 1; r < kRanks; ++r) {
     const double v = inputValue(t, op, r, i);
     switch (op) {
-      case ncclSum: case ncclAvg: acc += v; break;
+      case ncclSum:
+      case ncclAvg: acc += v; break;
       case ncclProd: acc *= v; break;
       case ncclMax: acc = std::max(acc, v); break;
       default: acc = std::min(acc, v); break;
@@ -90,8 +92,7 @@ void fillMove(std::vector<char>& buf, ncclDataType_t t, int rank, size_t count, 
 int checkBlock(const void* buf, ncclDataType_t t, size_t at, int rank, size_t count, size_t first, const char* what) {
   for (size_t i = 0; i < count; ++i) {
     const double got = getElem(buf, t, at + i), want = moveValue(rank, first + i);
-    if (!check(got == want, "%s %s count %zu: element %zu is %g, want %g", what, typeName(t), count, at + i, got,
-               want))
+    if (!check(got == want, "%s %s count %zu: element %zu is %g, want %g", what, typeName(t), count, at + i, got, want))
       return 1;
   }
   return 0;
@@ -130,7 +131,8 @@ void rootedAndGathering(ncclComm_t comm, int rank, ncclDataType_t t, size_t coun
     auto allIn = buffer(t, n * count);
     std::vector<char> mine = buffer(t, count);
     fillMove(mine, t, rank, count);
-    const void* gsend = rank == root ? static_cast<const void*>(allIn.data() + root * count * typeSize(t)) : mine.data();
+    const void* gsend = rank == root ? static_cast<const void*>(allIn.data() + root * count * typeSize(t))
+                                     : mine.data();
     if (rank == root) std::memcpy(allIn.data() + root * count * typeSize(t), mine.data(), count * typeSize(t));
     expectResult(ncclGather(gsend, allIn.data(), count, t, root, comm, nullptr), ncclSuccess, "ncclGather in place");
     if (rank == root)

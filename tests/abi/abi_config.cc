@@ -67,15 +67,16 @@ void singleRankConfigs(const ncclUniqueId& id) {
   ncclConfig_t weird = NCCL_CONFIG_INITIALIZER;
   weird.blocking = 7;
   expectResult(ncclCommInitRankConfig(&comm, 1, id, 0, &weird), ncclInvalidArgument, "init with blocking = 7");
-  check(std::strstr(ncclGetLastError(nullptr), "blocking") != nullptr, "blocking text: %s",
-        ncclGetLastError(nullptr));
+  check(std::strstr(ncclGetLastError(nullptr), "blocking") != nullptr, "blocking text: %s", ncclGetLastError(nullptr));
   check(comm == sentinel, "a rejected config changed the output communicator");
 
   // An old 40-byte config ending exactly at a PROT_NONE page: any read past its size would crash.
   GuardedPage guard;
   auto* old = static_cast<ConfigV21700*>(guard.endAligned(sizeof(ConfigV21700)));
-  *old = ConfigV21700{sizeof(ConfigV21700), 0xcafebeef, NCCL_VERSION(2, 17, 0), 1, NCCL_CONFIG_UNDEF_INT,
-                      NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, nullptr};
+  *old = ConfigV21700{sizeof(ConfigV21700),   0xcafebeef,
+                      NCCL_VERSION(2, 17, 0), 1,
+                      NCCL_CONFIG_UNDEF_INT,  NCCL_CONFIG_UNDEF_INT,
+                      NCCL_CONFIG_UNDEF_INT,  nullptr};
   comm = nullptr;
   if (expectResult(ncclCommInitRankConfig(&comm, 1, id, 0, reinterpret_cast<ncclConfig_t*>(old)), ncclSuccess,
                    "init with a 2.17-size config")) {
@@ -136,8 +137,8 @@ void initAllInOneProcess() {
     check(rank == i, "ncclCommInitAll: comms[%d] has rank %d", i, rank);
     in[i].assign(101, float(i + 1));
     out[i].assign(101, 0.0f);
-    expectResult(ncclAllReduce(in[i].data(), out[i].data(), 101, ncclFloat32, ncclSum, comms[i], nullptr),
-                 ncclSuccess, "ncclAllReduce (grouped)");
+    expectResult(ncclAllReduce(in[i].data(), out[i].data(), 101, ncclFloat32, ncclSum, comms[i], nullptr), ncclSuccess,
+                 "ncclAllReduce (grouped)");
   }
   expectResult(ncclGroupEnd(), ncclSuccess, "ncclGroupEnd");
   for (int i = 0; i < 3; ++i) check(out[i][100] == 6.0f, "InitAll allreduce on comm %d gave %g", i, out[i][100]);

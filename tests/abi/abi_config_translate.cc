@@ -59,8 +59,8 @@ void currentVersionKeepsEverything() {
   check(h.blocking == 0 && h.cgaClusterSize == 2 && h.minCTAs == 3 && h.maxCTAs == 4, "2.28: CTA fields");
   check(h.netName && std::strcmp(h.netName, "tcp") == 0 && h.commName && std::strcmp(h.commName, "named") == 0,
         "2.28: names");
-  check(h.splitShare == 1 && h.trafficClass == 5 && h.collnetEnable == 1 && h.CTAPolicy == 1 &&
-            h.shrinkShare == 1 && h.nvlsCTAs == 6 && h.nChannelsPerNetPeer == 7 && h.nvlinkCentricSched == 1,
+  check(h.splitShare == 1 && h.trafficClass == 5 && h.collnetEnable == 1 && h.CTAPolicy == 1 && h.shrinkShare == 1 &&
+            h.nvlsCTAs == 6 && h.nChannelsPerNetPeer == 7 && h.nvlinkCentricSched == 1,
         "2.28: every other field");
 }
 

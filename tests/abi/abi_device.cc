@@ -24,12 +24,13 @@ bool lastErrorHas(const char* needle) {
 void withFakeDriver(ncclComm_t comm) {
   std::vector<float> device(64, 1.0f), host(64, 2.0f), out(64, -1.0f);
   char range[64];
-  std::snprintf(range, sizeof range, "%llx:%zu", static_cast<unsigned long long>(
-                reinterpret_cast<uintptr_t>(device.data())), device.size() * sizeof(float));
+  std::snprintf(range, sizeof range, "%llx:%zu",
+                static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(device.data())),
+                device.size() * sizeof(float));
   setenv("HOCCL_FAKE_CUDA_DEVICE_RANGE", range, 1);
 
-  expectResult(ncclAllReduce(device.data(), out.data(), 64, ncclFloat32, ncclSum, comm, nullptr),
-               ncclInvalidArgument, "ncclAllReduce from a device buffer");
+  expectResult(ncclAllReduce(device.data(), out.data(), 64, ncclFloat32, ncclSum, comm, nullptr), ncclInvalidArgument,
+               "ncclAllReduce from a device buffer");
   lastErrorHas("CUDA device memory");
   check(out[0] == -1.0f, "a refused call wrote its output");
   expectResult(ncclBroadcast(host.data(), device.data(), 64, ncclFloat32, 0, comm, nullptr), ncclInvalidArgument,

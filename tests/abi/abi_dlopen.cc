@@ -80,8 +80,7 @@ int main(int argc, char** argv) {
     check(got && std::strcmp(got, want[r]) == 0, "ncclGetErrorString(" + std::to_string(r) + ") = " + got);
   }
   check(std::strcmp(errorString(ncclNumResults), "unknown result code") == 0, "ncclGetErrorString(8)");
-  check(std::strcmp(errorString(static_cast<ncclResult_t>(-1)), "unknown result code") == 0,
-        "ncclGetErrorString(-1)");
+  check(std::strcmp(errorString(static_cast<ncclResult_t>(-1)), "unknown result code") == 0, "ncclGetErrorString(-1)");
 
   dlclose(lib);
   std::printf("%d passed, %d failed\n", passes, failures);

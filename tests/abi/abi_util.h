@@ -63,16 +63,22 @@ inline bool expectResult(ncclResult_t got, ncclResult_t want, const char* what) 
 /// Bytes of one element of t.
 inline size_t typeSize(ncclDataType_t t) {
   switch (t) {
-    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
     default: return 8;
   }
 }
 
 /// A short name of t for messages.
 inline const char* typeName(ncclDataType_t t) {
-  static const char* names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
+  static const char* names[] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
                                 "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
   return t >= 0 && t < ncclNumTypes ? names[t] : "?";
 }
@@ -84,18 +90,62 @@ inline bool isUnsigned(ncclDataType_t t) { return t == ncclUint8 || t == ncclUin
 inline void setElem(void* buf, ncclDataType_t t, size_t i, double v) {
   char* p = static_cast<char*>(buf) + i * typeSize(t);
   switch (t) {
-    case ncclInt8: { int8_t x = static_cast<int8_t>(v); std::memcpy(p, &x, 1); break; }
-    case ncclUint8: { uint8_t x = static_cast<uint8_t>(v); std::memcpy(p, &x, 1); break; }
-    case ncclInt32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
-    case ncclUint32: { uint32_t x = static_cast<uint32_t>(v); std::memcpy(p, &x, 4); break; }
-    case ncclInt64: { int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); break; }
-    case ncclUint64: { uint64_t x = static_cast<uint64_t>(v); std::memcpy(p, &x, 8); break; }
-    case ncclFloat16: { __half x = __float2half_rn(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
-    case ncclFloat32: { float x = static_cast<float>(v); std::memcpy(p, &x, 4); break; }
+    case ncclInt8: {
+      int8_t x = static_cast<int8_t>(v);
+      std::memcpy(p, &x, 1);
+      break;
+    }
+    case ncclUint8: {
+      uint8_t x = static_cast<uint8_t>(v);
+      std::memcpy(p, &x, 1);
+      break;
+    }
+    case ncclInt32: {
+      int32_t x = static_cast<int32_t>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case ncclUint32: {
+      uint32_t x = static_cast<uint32_t>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case ncclInt64: {
+      int64_t x = static_cast<int64_t>(v);
+      std::memcpy(p, &x, 8);
+      break;
+    }
+    case ncclUint64: {
+      uint64_t x = static_cast<uint64_t>(v);
+      std::memcpy(p, &x, 8);
+      break;
+    }
+    case ncclFloat16: {
+      __half x = __float2half_rn(static_cast<float>(v));
+      std::memcpy(p, &x, 2);
+      break;
+    }
+    case ncclFloat32: {
+      float x = static_cast<float>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
     case ncclFloat64: std::memcpy(p, &v, 8); break;
-    case ncclBfloat16: { __nv_bfloat16 x = __float2bfloat16_rn(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
-    case ncclFloat8e4m3: { __nv_fp8_e4m3 x(static_cast<float>(v)); std::memcpy(p, &x, 1); break; }
-    case ncclFloat8e5m2: { __nv_fp8_e5m2 x(static_cast<float>(v)); std::memcpy(p, &x, 1); break; }
+    case ncclBfloat16: {
+      __nv_bfloat16 x = __float2bfloat16_rn(static_cast<float>(v));
+      std::memcpy(p, &x, 2);
+      break;
+    }
+    case ncclFloat8e4m3: {
+      __nv_fp8_e4m3 x(static_cast<float>(v));
+      std::memcpy(p, &x, 1);
+      break;
+    }
+    case ncclFloat8e5m2: {
+      __nv_fp8_e5m2 x(static_cast<float>(v));
+      std::memcpy(p, &x, 1);
+      break;
+    }
     default: std::abort();
   }
 }
@@ -104,18 +154,66 @@ inline void setElem(void* buf, ncclDataType_t t, size_t i, double v) {
 inline double getElem(const void* buf, ncclDataType_t t, size_t i) {
   const char* p = static_cast<const char*>(buf) + i * typeSize(t);
   switch (t) {
-    case ncclInt8: { int8_t x; std::memcpy(&x, p, 1); return x; }
-    case ncclUint8: { uint8_t x; std::memcpy(&x, p, 1); return x; }
-    case ncclInt32: { int32_t x; std::memcpy(&x, p, 4); return x; }
-    case ncclUint32: { uint32_t x; std::memcpy(&x, p, 4); return x; }
-    case ncclInt64: { int64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
-    case ncclUint64: { uint64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
-    case ncclFloat16: { __half x; std::memcpy(&x, p, 2); return __half2float(x); }
-    case ncclFloat32: { float x; std::memcpy(&x, p, 4); return x; }
-    case ncclFloat64: { double x; std::memcpy(&x, p, 8); return x; }
-    case ncclBfloat16: { __nv_bfloat16 x; std::memcpy(&x, p, 2); return __bfloat162float(x); }
-    case ncclFloat8e4m3: { __nv_fp8_e4m3 x; std::memcpy(&x, p, 1); return static_cast<float>(x); }
-    case ncclFloat8e5m2: { __nv_fp8_e5m2 x; std::memcpy(&x, p, 1); return static_cast<float>(x); }
+    case ncclInt8: {
+      int8_t x;
+      std::memcpy(&x, p, 1);
+      return x;
+    }
+    case ncclUint8: {
+      uint8_t x;
+      std::memcpy(&x, p, 1);
+      return x;
+    }
+    case ncclInt32: {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case ncclUint32: {
+      uint32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case ncclInt64: {
+      int64_t x;
+      std::memcpy(&x, p, 8);
+      return static_cast<double>(x);
+    }
+    case ncclUint64: {
+      uint64_t x;
+      std::memcpy(&x, p, 8);
+      return static_cast<double>(x);
+    }
+    case ncclFloat16: {
+      __half x;
+      std::memcpy(&x, p, 2);
+      return __half2float(x);
+    }
+    case ncclFloat32: {
+      float x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case ncclFloat64: {
+      double x;
+      std::memcpy(&x, p, 8);
+      return x;
+    }
+    case ncclBfloat16: {
+      __nv_bfloat16 x;
+      std::memcpy(&x, p, 2);
+      return __bfloat162float(x);
+    }
+    case ncclFloat8e4m3: {
+      __nv_fp8_e4m3 x;
+      std::memcpy(&x, p, 1);
+      return static_cast<float>(x);
+    }
+    case ncclFloat8e5m2: {
+      __nv_fp8_e5m2 x;
+      std::memcpy(&x, p, 1);
+      return static_cast<float>(x);
+    }
     default: std::abort();
   }
 }

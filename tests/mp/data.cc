@@ -37,7 +37,9 @@ std::vector<double> makeInput(uint64_t seed, int rank, size_t count, hocclDataTy
         case hocclFloat8e5m2: x = static_cast<double>(static_cast<int>(r % 3) - 1); break;
         case hocclFloat8e4m3: x = static_cast<double>(static_cast<int>(r % 5) - 2); break;
         case hocclBfloat16: x = static_cast<double>(static_cast<int>(r % 17) - 8); break;
-        case hocclFloat16: case hocclFloat: case hocclDouble: x = (static_cast<int>(r % 33) - 16) / 4.0; break;
+        case hocclFloat16:
+        case hocclFloat:
+        case hocclDouble: x = (static_cast<int>(r % 33) - 16) / 4.0; break;
         default: x = isUnsigned(dt) ? static_cast<double>(r % 5) : static_cast<double>(static_cast<int>(r % 9) - 4);
       }
     }

@@ -21,12 +21,12 @@ int runRanks(int nranks, const RankBody& body, int timeoutSeconds = 120);
 int fail(int rank, const std::string& what);
 
 /// Checks a hoccl call; on error prints the call, the code and hocclGetLastError.
-#define MP_CHECK(rank, call)                                                                        \
-  do {                                                                                               \
-    hocclResult_t rc_ = (call);                                                                      \
-    if (rc_ != hocclSuccess)                                                                         \
+#define MP_CHECK(rank, call)                                                                           \
+  do {                                                                                                 \
+    hocclResult_t rc_ = (call);                                                                        \
+    if (rc_ != hocclSuccess)                                                                           \
       return ::hoccl::test::fail(rank, std::string(#call) + " -> " + hocclGetErrorString(rc_) + ": " + \
-                                           hocclGetLastError(nullptr));                              \
+                                           hocclGetLastError(nullptr));                                \
   } while (0)
 
 }  // namespace hoccl::test

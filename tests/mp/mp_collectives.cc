@@ -22,8 +22,8 @@ using sched::Coll;
 
 namespace {
 
-const Coll kColls[] = {Coll::AllReduce, Coll::Broadcast, Coll::Reduce,  Coll::AllGather,
-                       Coll::ReduceScatter, Coll::AlltoAll, Coll::Gather, Coll::Scatter};
+const Coll kColls[] = {Coll::AllReduce,     Coll::Broadcast, Coll::Reduce, Coll::AllGather,
+                       Coll::ReduceScatter, Coll::AlltoAll,  Coll::Gather, Coll::Scatter};
 const hocclRedOp_t kOps[] = {hocclSum, hocclProd, hocclMax, hocclMin, hocclAvg, static_cast<hocclRedOp_t>(-1)};
 
 bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter; }
@@ -44,8 +44,8 @@ hocclResult_t call(Coll c, const void* s, void* r, size_t count, hocclDataType_t
 }
 
 // The expected output of `rank` (empty when its output is undefined), from every rank's regenerated input.
-std::vector<double> expectedOutput(Coll c, int rank, int n, size_t count, int root, hocclDataType_t dt,
-                                   hocclRedOp_t op, double scalar, uint64_t seed) {
+std::vector<double> expectedOutput(Coll c, int rank, int n, size_t count, int root, hocclDataType_t dt, hocclRedOp_t op,
+                                   double scalar, uint64_t seed) {
   sched::CollArgs a;
   a.coll = c;
   a.nranks = n;
@@ -79,17 +79,19 @@ std::vector<double> expectedOutput(Coll c, int rank, int n, size_t count, int ro
       if (rank == root)
         for (int r = 0; r < n; ++r) out.insert(out.end(), in[r].begin(), in[r].end());
       return out;
-    case Coll::Scatter: return std::vector<double>(in[root].begin() + rank * count, in[root].begin() + (rank + 1) * count);
+    case Coll::Scatter:
+      return std::vector<double>(in[root].begin() + rank * count, in[root].begin() + (rank + 1) * count);
     case Coll::AlltoAll:
-      for (int r = 0; r < n; ++r) out.insert(out.end(), in[r].begin() + rank * count, in[r].begin() + (rank + 1) * count);
+      for (int r = 0; r < n; ++r)
+        out.insert(out.end(), in[r].begin() + rank * count, in[r].begin() + (rank + 1) * count);
       return out;
   }
   return out;
 }
 
 // One call: returns the number of wrong elements (and prints the first).
-int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataType_t dt, hocclRedOp_t op,
-           bool inPlace, uint64_t seed) {
+int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataType_t dt, hocclRedOp_t op, bool inPlace,
+           uint64_t seed) {
   const int root = static_cast<int>(seed % n);
   const size_t elem = kernels::typeSize(dt);
   sched::CollArgs a;
@@ -104,7 +106,8 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
     std::vector<char> s(elem);
     kernels::fromDouble(scalar, s.data(), dt);
     // Alternate host-immediate and pointer residence.
-    if (hocclRedOpCreatePreMulSum(&realOp, s.data(), dt, static_cast<hocclScalarResidence_t>(seed & 1), comm) != hocclSuccess)
+    if (hocclRedOpCreatePreMulSum(&realOp, s.data(), dt, static_cast<hocclScalarResidence_t>(seed & 1), comm) !=
+        hocclSuccess)
       return fail(rank, std::string("RedOpCreatePreMulSum: ") + hocclGetLastError(nullptr));
     // For pointer residence the scalar must outlive the call: keep it in a static.
     static thread_local std::vector<char> keep;
@@ -134,9 +137,9 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
   }
   hocclResult_t rc = call(c, send, recv, count, dt, realOp, root, comm);
   if (op < 0) hocclRedOpDestroy(realOp, comm);
-  std::string what = std::string(sched::collName(c)) + " count=" + std::to_string(count) + " type=" +
-                     kernels::typeName(dt) + " op=" + (op < 0 ? "premulsum" : std::to_string(op)) + " root=" +
-                     std::to_string(root) + (inPlace ? " in-place" : " out-of-place");
+  std::string what = std::string(sched::collName(c)) + " count=" + std::to_string(count) +
+                     " type=" + kernels::typeName(dt) + " op=" + (op < 0 ? "premulsum" : std::to_string(op)) +
+                     " root=" + std::to_string(root) + (inPlace ? " in-place" : " out-of-place");
   if (rc != hocclSuccess) return fail(rank, what + ": " + hocclGetErrorString(rc) + ": " + hocclGetLastError(nullptr));
   std::vector<double> expect = expectedOutput(c, rank, n, count, root, dt, op, scalar, seed);
   if (expect.empty()) return 0;
@@ -256,7 +259,8 @@ int groupedAndUngrouped(hocclComm_t comm, int rank, int n) {
       for (int r = 0; r < n; ++r)
         if (gathered[r * count + i] != r * 1000 + static_cast<double>(i % 997) + round)
           return fail(rank, where + ": all-gather block " + std::to_string(r) + " is wrong");
-      if (bcast[i] != root * 1000 + static_cast<double>(i % 997) + round) return fail(rank, where + ": broadcast is wrong");
+      if (bcast[i] != root * 1000 + static_cast<double>(i % 997) + round)
+        return fail(rank, where + ": broadcast is wrong");
     }
   }
   // Whatever path each call took (small one-shot, single copy, schedules), the byte counters must balance: every
@@ -313,7 +317,9 @@ int main(int argc, char** argv) {
   }
   if (transport == "tcp") setenv("HOCCL_SHM_DISABLE", "1", 1);
   else unsetenv("HOCCL_SHM_DISABLE");
-  int rc = runRanks(nranks, [&](int rank, int n, const hocclUniqueId& id) {
+  int rc = runRanks(
+      nranks,
+      [&](int rank, int n, const hocclUniqueId& id) {
     hocclComm_t comm;
     MP_CHECK(rank, hocclCommInitRank(&comm, n, id, rank));
     int bad = collectivesMatrix(comm, rank, n, large);
@@ -324,7 +330,8 @@ int main(int argc, char** argv) {
     MP_CHECK(rank, hocclCommFinalize(comm));
     MP_CHECK(rank, hocclCommDestroy(comm));
     return 0;
-  }, 600);
+      },
+      600);
   std::printf("mp_collectives: %d ranks over %s: %s\n", nranks, transport.c_str(), rc == 0 ? "PASS" : "FAIL");
   return rc;
 }

@@ -41,15 +41,17 @@ namespace {
 
 // Shared by every process of a scenario (an anonymous shared mapping made before the fork).
 struct Shared {
-  std::atomic<int64_t> eventNs{0};    // when the victim was killed / stopped / aborted (steady clock: system-wide)
-  std::atomic<int> victimPid{0};      // the victim's pid
-  std::atomic<int> failures{0};       // survivors whose checks failed
-  std::atomic<int> finished{0};       // survivors that returned (passed or not)
-  std::atomic<int64_t> worstNs{0};    // slowest survivor: event to error
+  std::atomic<int64_t> eventNs{0};  // when the victim was killed / stopped / aborted (steady clock: system-wide)
+  std::atomic<int> victimPid{0};    // the victim's pid
+  std::atomic<int> failures{0};     // survivors whose checks failed
+  std::atomic<int> finished{0};     // survivors that returned (passed or not)
+  std::atomic<int64_t> worstNs{0};  // slowest survivor: event to error
 };
 Shared* shared = nullptr;
 
-int64_t nowNs() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
 
 std::string hostName() {
   char host[256] = {};
@@ -67,7 +69,8 @@ void recordLatency(int64_t ns) {
 int checkCulprit(int rank, const std::string& msg, int victim, int pid) {
   static const std::regex named("rank ([0-9]+) \\(host ([^,]*), pid ([0-9]+)");
   std::smatch m;
-  if (!std::regex_search(msg, m, named)) return fail(rank, "the error names no rank as 'rank N (host H, pid P)': " + msg);
+  if (!std::regex_search(msg, m, named))
+    return fail(rank, "the error names no rank as 'rank N (host H, pid P)': " + msg);
   if (std::stoi(m[1]) != victim || m[2] != hostName() || std::stoi(m[3]) != pid)
     return fail(rank, "the error does not blame rank " + std::to_string(victim) + " (host " + hostName() + ", pid " +
                           std::to_string(pid) + ") first: " + msg);
@@ -213,11 +216,14 @@ bool scenario(const char* name, int nranks, int timeoutSeconds, const RankBody& 
   shared->finished = 0;
   shared->worstNs = 0;
   auto start = Clock::now();
-  int rc = runRanks(nranks, [&](int r, int n, const hocclUniqueId& id) {
+  int rc = runRanks(
+      nranks,
+      [&](int r, int n, const hocclUniqueId& id) {
     int code = body(r, n, id);
     if (code != 0) ++shared->failures;
     return code;
-  }, timeoutSeconds);
+      },
+      timeoutSeconds);
   double secs = std::chrono::duration<double>(Clock::now() - start).count();
   bool ok = shared->failures.load() == 0 && (rc == 0 || rc == 128 + SIGKILL);
   std::printf("== %s: %s (%.1f s; slowest survivor %.3f s after the fault; harness %d)\n", name, ok ? "ok" : "FAILED",

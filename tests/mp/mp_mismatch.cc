@@ -74,19 +74,24 @@ const Case kCases[] = {
 //    its call; the others get hocclRemoteError blaming a rank that "stopped taking part".
 const Case kKnownGaps[] = {
     {"all-reduce vs broadcast rooted at rank 1 (rank 1 is a root that waits for nobody), 100 floats",
-     {Coll::AllReduce, 100}, {Coll::Broadcast, 100, hocclFloat, hocclSum, 1}},
-    {"reduce rooted at rank 0, 100 vs 200 floats (odd ranks are contributors that wait for nobody)",
-     {Coll::Reduce, 100}, {Coll::Reduce, 200}},
-    {"broadcast rooted at rank 0 vs rooted at rank 1, 100 floats", {Coll::Broadcast, 100},
+     {Coll::AllReduce, 100},
      {Coll::Broadcast, 100, hocclFloat, hocclSum, 1}},
-    {"all-reduce (small one-shot) vs all-to-all (schedule), 100 floats", {Coll::AllReduce, 100},
-     {Coll::AlltoAll, 100}},
-    {"all-reduce 1,000 vs 1,500 floats (small one-shot vs schedule at 2 ranks)", {Coll::AllReduce, 1000},
+    {"reduce rooted at rank 0, 100 vs 200 floats (odd ranks are contributors that wait for nobody)",
+     {Coll::Reduce, 100},
+     {Coll::Reduce, 200}},
+    {"broadcast rooted at rank 0 vs rooted at rank 1, 100 floats",
+     {Coll::Broadcast, 100},
+     {Coll::Broadcast, 100, hocclFloat, hocclSum, 1}},
+    {"all-reduce (small one-shot) vs all-to-all (schedule), 100 floats", {Coll::AllReduce, 100}, {Coll::AlltoAll, 100}},
+    {"all-reduce 1,000 vs 1,500 floats (small one-shot vs schedule at 2 ranks)",
+     {Coll::AllReduce, 1000},
      {Coll::AllReduce, 1500}},
-    {"all-reduce 50,000 vs 100,000 floats (schedule vs single copy)", {Coll::AllReduce, 50000},
+    {"all-reduce 50,000 vs 100,000 floats (schedule vs single copy)",
+     {Coll::AllReduce, 50000},
      {Coll::AllReduce, 100000}},
     {"all-reduce 10,000 vs 20,000 floats (schedule vs schedule)", {Coll::AllReduce, 10000}, {Coll::AllReduce, 20000}},
-    {"all-gather 1,000 vs 2,000 floats (small one-shot vs schedule at 2 ranks)", {Coll::AllGather, 1000},
+    {"all-gather 1,000 vs 2,000 floats (small one-shot vs schedule at 2 ranks)",
+     {Coll::AllGather, 1000},
      {Coll::AllGather, 2000}},
 };
 
@@ -148,8 +153,8 @@ int runCase(int rank, int n, const hocclUniqueId& id, const Case& cs, bool stric
   const hocclResult_t rc = issue(mine, send.data(), recv.data(), comm);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const std::string msg = rc == hocclSuccess ? std::string() : hocclGetLastError(nullptr);
-  std::printf("[rank %d] %s: %s after %.2f s%s%s\n", rank, transport::describeCall(tc).c_str(),
-              hocclGetErrorString(rc), seconds, msg.empty() ? "" : ": ", msg.c_str());
+  std::printf("[rank %d] %s: %s after %.2f s%s%s\n", rank, transport::describeCall(tc).c_str(), hocclGetErrorString(rc),
+              seconds, msg.empty() ? "" : ": ", msg.c_str());
   std::fflush(stdout);
   std::string problems;
   if (rc == hocclSuccess) problems += "; returned success";
@@ -188,8 +193,9 @@ int main(int argc, char** argv) {
     std::printf("== %d ranks: %s%s\n", nranks, cs.name, strict ? "" : " (known gap: reported only)");
     std::fflush(stdout);
     const auto start = Clock::now();
-    int rc = runRanks(nranks, [&](int r, int n, const hocclUniqueId& id) { return runCase(r, n, id, cs, strict); },
-                      kTimeoutSeconds * 4);
+    int rc = runRanks(
+        nranks, [&](int r, int n, const hocclUniqueId& id) { return runCase(r, n, id, cs, strict); },
+        kTimeoutSeconds * 4);
     std::printf("== %s: %s (%.1f s)\n", cs.name, rc == 0 ? "ok" : "FAIL",
                 std::chrono::duration<double>(Clock::now() - start).count());
     if (rc != 0 && strict) bad = rc;

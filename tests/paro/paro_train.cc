@@ -58,20 +58,21 @@ double target(int rank, int step, int micro, size_t i) {
 double coef(size_t i) { return 0.5 + static_cast<double>(i % 7) * 0.25; }
 
 int failures = 0;
-#define EXPECT(cond, ...)                                                   \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      ++failures;                                                           \
-      std::fprintf(stderr, "rank %d: FAILED %s: ", myRank, #cond);          \
-      std::fprintf(stderr, __VA_ARGS__);                                    \
-      std::fprintf(stderr, "\n");                                           \
-    }                                                                       \
+#define EXPECT(cond, ...)                                          \
+  do {                                                             \
+    if (!(cond)) {                                                 \
+      ++failures;                                                  \
+      std::fprintf(stderr, "rank %d: FAILED %s: ", myRank, #cond); \
+      std::fprintf(stderr, __VA_ARGS__);                           \
+      std::fprintf(stderr, "\n");                                  \
+    }                                                              \
   } while (0)
 int myRank = -1;
 
 void ok(hocclResult_t r, const char* what) {
   if (r != hocclSuccess) {
-    std::fprintf(stderr, "rank %d: %s failed: %s: %s\n", myRank, what, hocclGetErrorString(r), hocclGetLastError(nullptr));
+    std::fprintf(stderr, "rank %d: %s failed: %s: %s\n", myRank, what, hocclGetErrorString(r),
+                 hocclGetLastError(nullptr));
     std::exit(2);
   }
 }
@@ -161,8 +162,8 @@ Result train(const Config& c, hocclComm_t comm, const std::string& name) {
   const Layout layout = layoutOfComm(comm, GroupLevel::Host);
   const auto byClass = makePlan(layout, parseStrategy(name), size, c.micro).sentByClass(layout, myRank);
   for (int k = 0; k < hocclNumLinkClasses; ++k)
-    EXPECT(ctr.bytesSent[k] == byClass[k] * c.steps, "%s: link class %d: sent %llu, predicted %llu", name.c_str(),
-           k, ctr.bytesSent[k], static_cast<unsigned long long>(byClass[k] * c.steps));
+    EXPECT(ctr.bytesSent[k] == byClass[k] * c.steps, "%s: link class %d: sent %llu, predicted %llu", name.c_str(), k,
+           ctr.bytesSent[k], static_cast<unsigned long long>(byClass[k] * c.steps));
   if (myRank == 0)
     std::printf("%-4s sent/rank/step %12llu B (predicted %12llu)  intra-host %12llu  inter-host %12llu  %.2f s\n",
                 name.c_str(), sent / c.steps, predicted / c.steps, ctr.bytesSent[hocclLinkIntraHost] / c.steps,
@@ -207,8 +208,8 @@ int child(const Config& c, int rank) {
     for (size_t i = 0; i < c.count; ++i) {
       const double d = std::fabs(res.params[i] - nnn[i]);
       vsNnn = std::max(vsNnn, d);
-      EXPECT(d <= 1e-5 + 1e-4 * std::fabs(nnn[i]), "%s: param %zu = %.9g, NNN has %.9g", name.c_str(), i,
-             res.params[i], nnn[i]);
+      EXPECT(d <= 1e-5 + 1e-4 * std::fabs(nnn[i]), "%s: param %zu = %.9g, NNN has %.9g", name.c_str(), i, res.params[i],
+             nnn[i]);
       if (d > 1e-5 + 1e-4 * std::fabs(nnn[i])) break;
       if (rank == 0) {
         const double e = std::fabs(res.params[i] - ref[i]);
@@ -298,7 +299,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "paro_train: ranks still running after 280 s: killing them\n");
       for (pid_t p : pids) kill(p, SIGKILL);
       worst = worst ? worst : 124;
-      while (waitpid(-1, nullptr, 0) > 0) {}
+      while (waitpid(-1, nullptr, 0) > 0) {
+      }
       break;
     } else {
       usleep(20000);

@@ -84,8 +84,9 @@ struct Job {
 }  // namespace
 
 TEST_CASE("namedRanks finds the ranks a message names in the describeRank form", "[bootstrap]") {
-  std::string text = "comm rank 0/4 (pid 9): lost its peer rank 2 (host a, pid 5); waiting for rank 13 (host b, "
-                     "pid 6), rank 2 (host a, pid 5) and rank x (host c)";
+  std::string text =
+      "comm rank 0/4 (pid 9): lost its peer rank 2 (host a, pid 5); waiting for rank 13 (host b, "
+      "pid 6), rank 2 (host a, pid 5) and rank x (host c)";
   CHECK(namedRanks(text) == std::vector<int>{2, 13});
   CHECK(namedRanks("rank 3/4 (pid 1) timed out").empty());
   CHECK(describeRank(infoFor(7, 42, "h")) == "rank 7 (host h, pid 42)");

@@ -44,8 +44,8 @@ std::vector<sched::Schedule> allOf(sched::Schedule (*gen)(const sched::CollArgs&
 TEST_CASE("one message costs alpha + bytes/beta of its class", "[cost]") {
   topo::Topology t = topo::fromShape(2, 2, 2);  // ranks 0,1 host 0; 2,3 host 1 (switch 0); 4..7 switch 1
   auto m = simpleModel();
-  for (auto [peer, cls] : {std::pair{1, hocclLinkIntraHost}, std::pair{2, hocclLinkIntraSwitch},
-                           std::pair{4, hocclLinkInterSwitch}}) {
+  for (auto [peer, cls] :
+       {std::pair{1, hocclLinkIntraHost}, std::pair{2, hocclLinkIntraSwitch}, std::pair{4, hocclLinkInterSwitch}}) {
     auto s = empty(8);
     s[0].steps.push_back({{sched::send(peer, sched::kInput, 0, 1000000)}});
     s[peer].steps.push_back({{sched::recv(0, sched::kOutput, 0, 1000000)}});
@@ -138,8 +138,8 @@ TEST_CASE("HO-Ring beats the flat ring across a slow spine; the model says by ho
 }
 
 TEST_CASE("the tuner picks the faster algorithm and is deterministic", "[cost][tuner]") {
-  algo::Algorithm ring{"ring", [](Coll) { return true; }, [](const sched::CollArgs&, const topo::Topology&) { return true; },
-                       algo::ringSchedule};
+  algo::Algorithm ring{"ring", [](Coll) { return true; },
+                       [](const sched::CollArgs&, const topo::Topology&) { return true; }, algo::ringSchedule};
   algo::Algorithm ho{"ho_ring", [](Coll) { return true; }, algo::hoRingApplicable, algo::hoRingSchedule};
   std::vector<const algo::Algorithm*> both{&ring, &ho};
   setenv("HOCCL_LINK_BW_INTER_SWITCH", "125", 1);

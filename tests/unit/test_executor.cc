@@ -118,8 +118,7 @@ Outcome runCatching(std::vector<exec::Task>& tasks) {
 std::vector<Outcome> runOnThreads(std::vector<std::vector<exec::Task>>& perThread) {
   std::vector<Outcome> out(perThread.size());
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < perThread.size(); ++i)
-    threads.emplace_back([&, i] { out[i] = runCatching(perThread[i]); });
+  for (size_t i = 0; i < perThread.size(); ++i) threads.emplace_back([&, i] { out[i] = runCatching(perThread[i]); });
   for (auto& t : threads) t.join();
   return out;
 }
@@ -198,8 +197,8 @@ TEST_CASE("several messages to one peer in one step match in posting order", "[e
   std::vector<int32_t> in0 = pattern(0, a + b);
   std::vector<int32_t> first(a, kUntouched), second(b, kUntouched), unused(1, 0);
   std::vector<std::vector<exec::Task>> tasks(2);
-  tasks[0].push_back(task(job[0], schedule({{sched::send(1, 0, 0, a), sched::send(1, 0, a, b)}}),
-                          {bytes(in0)}, hocclInt32, 4, kernels::BinOp::Sum, "two sends"));
+  tasks[0].push_back(task(job[0], schedule({{sched::send(1, 0, 0, a), sched::send(1, 0, a, b)}}), {bytes(in0)},
+                          hocclInt32, 4, kernels::BinOp::Sum, "two sends"));
   // Buffers 3 and 5 on purpose: indices are names, not positions of collectives' buffers.
   tasks[1].push_back(task(job[1], schedule({{sched::recv(0, 3, 0, a), sched::recv(0, 5, 0, b)}}),
                           {bytes(unused), bytes(unused), bytes(unused), bytes(first), bytes(unused), bytes(second)},
@@ -226,8 +225,8 @@ TEST_CASE("recvReduce combines the peer's data with a local source", "[executor]
     expected[i] = op == kernels::BinOp::Sum ? x + y : op == kernels::BinOp::Max ? std::max(x, y) : std::min(x, y);
   }
   std::vector<std::vector<exec::Task>> tasks(2);
-  tasks[0].push_back(task(job[0], schedule({{sched::send(1, sched::kInput, 0, n)}}), {bytes(in0), nullptr},
-                          hocclInt32, 4, op, "send"));
+  tasks[0].push_back(task(job[0], schedule({{sched::send(1, sched::kInput, 0, n)}}), {bytes(in0), nullptr}, hocclInt32,
+                          4, op, "send"));
   // In place: input and output are one buffer, as in an in-place collective.
   char* output = inPlace ? bytes(in1) : bytes(out1);
   tasks[1].push_back(task(job[1], schedule({{sched::recvReduce(0, sched::kInput, srcOff, sched::kOutput, dstOff, n)}}),
@@ -268,8 +267,8 @@ TEST_CASE("local copy and reduce prims on one rank", "[executor]") {
   std::vector<int32_t> shifted(in.begin() + n / 2, in.begin() + n / 2 + n);
   auto max = schedule({{sched::reduceLocal(3, 0, sched::kOutput, 7, n)}});
   std::vector<exec::Task> tasks;
-  tasks.push_back(task(job[0], sum, {bytes(in), bytes(out), bytes(scratch)}, hocclInt32, 4, kernels::BinOp::Sum,
-                       "local sum"));
+  tasks.push_back(
+      task(job[0], sum, {bytes(in), bytes(out), bytes(scratch)}, hocclInt32, 4, kernels::BinOp::Sum, "local sum"));
   tasks.push_back(task(job[0], max, {bytes(in), bytes(out), bytes(scratch), bytes(shifted)}, hocclInt32, 4,
                        kernels::BinOp::Max, "local max"));
   Outcome o = runCatching(tasks);
@@ -301,10 +300,10 @@ TEST_CASE("steps complete in order: a value bounces between two ranks", "[execut
     s1.push_back({sched::send(0, 0, 0, n)});
   }
   std::vector<std::vector<exec::Task>> tasks(2);
-  tasks[0].push_back(task(job[0], schedule(s0), {bytes(a), bytes(ones)}, hocclInt32, 4, kernels::BinOp::Sum,
-                          "bounce rank 0"));
-  tasks[1].push_back(task(job[1], schedule(s1), {bytes(b), bytes(ones)}, hocclInt32, 4, kernels::BinOp::Sum,
-                          "bounce rank 1"));
+  tasks[0].push_back(
+      task(job[0], schedule(s0), {bytes(a), bytes(ones)}, hocclInt32, 4, kernels::BinOp::Sum, "bounce rank 0"));
+  tasks[1].push_back(
+      task(job[1], schedule(s1), {bytes(b), bytes(ones)}, hocclInt32, 4, kernels::BinOp::Sum, "bounce rank 1"));
   requireAllOk(runOnThreads(tasks));
   std::vector<int32_t> expectedA(n), expectedB(n);
   for (size_t i = 0; i < n; ++i) {
@@ -370,7 +369,7 @@ TEST_CASE("a self-driven (poll) task runs in order between scheduled tasks", "[e
   CHECK(pollSawReceive);        // and its receive had landed when the poll first ran
   CHECK(polls1 == 3);           // polled until done, never again after
   CHECK(polls0 >= 1);
-  CHECK(lastTaskSawPoll);       // rank 0's last task started only after its poll returned true
+  CHECK(lastTaskSawPoll);  // rank 0's last task started only after its poll returned true
   std::vector<int32_t> expected(n);
   for (size_t i = 0; i < n; ++i) expected[i] = in0[i] + in1[i];
   REQUIRE(mismatch(out0.data(), expected) == "");
@@ -385,14 +384,14 @@ TEST_CASE("tasks of two communicators driven by one thread progress together", "
   const size_t n = 4u << 20;  // 16 MiB of int32
   std::vector<int32_t> xin = pattern(0, n), yin = pattern(1, n), xout(n, kUntouched), yout(n, kUntouched);
   std::vector<std::vector<exec::Task>> tasks(2);
-  tasks[0].push_back(task(x[0], schedule({{sched::recv(1, sched::kOutput, 0, n)}}), {nullptr, bytes(xout)},
-                          hocclInt32, 4, kernels::BinOp::Sum, "X recv"));
-  tasks[0].push_back(task(y[0], schedule({{sched::send(1, sched::kInput, 0, n)}}), {bytes(yin), nullptr}, hocclInt32,
-                          4, kernels::BinOp::Sum, "Y send"));
-  tasks[1].push_back(task(y[1], schedule({{sched::recv(0, sched::kOutput, 0, n)}}), {nullptr, bytes(yout)},
-                          hocclInt32, 4, kernels::BinOp::Sum, "Y recv"));
-  tasks[1].push_back(task(x[1], schedule({{sched::send(0, sched::kInput, 0, n)}}), {bytes(xin), nullptr}, hocclInt32,
-                          4, kernels::BinOp::Sum, "X send"));
+  tasks[0].push_back(task(x[0], schedule({{sched::recv(1, sched::kOutput, 0, n)}}), {nullptr, bytes(xout)}, hocclInt32,
+                          4, kernels::BinOp::Sum, "X recv"));
+  tasks[0].push_back(task(y[0], schedule({{sched::send(1, sched::kInput, 0, n)}}), {bytes(yin), nullptr}, hocclInt32, 4,
+                          kernels::BinOp::Sum, "Y send"));
+  tasks[1].push_back(task(y[1], schedule({{sched::recv(0, sched::kOutput, 0, n)}}), {nullptr, bytes(yout)}, hocclInt32,
+                          4, kernels::BinOp::Sum, "Y recv"));
+  tasks[1].push_back(task(x[1], schedule({{sched::send(0, sched::kInput, 0, n)}}), {bytes(xin), nullptr}, hocclInt32, 4,
+                          kernels::BinOp::Sum, "X send"));
   requireAllOk(runOnThreads(tasks));
   REQUIRE(mismatch(xout.data(), xin) == "");
   REQUIRE(mismatch(yout.data(), yin) == "");
@@ -451,8 +450,9 @@ TEST_CASE("a peer that never arrives is a hocclRemoteError after HOCCL_TIMEOUT n
 
   SECTION("a scheduled receive") {
     std::vector<exec::Task> tasks;
-    tasks.push_back(task(job[0], schedule({{sched::copy(sched::kOutput, 0, sched::kOutput, 0, 1)},
-                                           {sched::recv(1, sched::kOutput, 0, 64)}}),
+    tasks.push_back(task(job[0],
+                         schedule({{sched::copy(sched::kOutput, 0, sched::kOutput, 0, 1)},
+                                   {sched::recv(1, sched::kOutput, 0, 64)}}),
                          {nullptr, bytes(out)}, hocclInt32, 4, kernels::BinOp::Sum, "Lonely(recv from 1)"));
     Outcome o = runCatching(tasks);  // rank 1 never runs anything
     INFO(o.error);
@@ -488,8 +488,8 @@ TEST_CASE("an abort releases a run that waits for a peer", "[executor][abort]") 
   Job job(2);
   std::vector<int32_t> out(64, kUntouched);
   std::vector<exec::Task> tasks;
-  tasks.push_back(task(job[0], schedule({{sched::recv(1, sched::kOutput, 0, 64)}}), {nullptr, bytes(out)},
-                       hocclInt32, 4, kernels::BinOp::Sum, "Waiting(recv from 1)"));
+  tasks.push_back(task(job[0], schedule({{sched::recv(1, sched::kOutput, 0, 64)}}), {nullptr, bytes(out)}, hocclInt32,
+                       4, kernels::BinOp::Sum, "Waiting(recv from 1)"));
   Outcome o;
   std::thread waiter([&] { o = runCatching(tasks); });
   // The run counts itself in inFlight while it waits (hocclCommAbort waits for that count to drop).

@@ -96,13 +96,13 @@ TEST_CASE("HO-Ring is correct on every regular shape up to 4x4x4", "[ho_ring]") 
 
 TEST_CASE("HO-Ring is correct on uneven shapes", "[ho_ring]") {
   std::vector<std::vector<std::vector<int>>> shapes = {
-      {{3, 1}, {2}},          // uneven hosts and switches: flat
-      {{2, 2}, {2, 2, 2}},    // even hosts, uneven switches: host level + all hosts
-      {{1, 3}, {2, 2}},       // uneven hosts, equal ranks per switch: switch level + spine
-      {{1}, {4}},             // a lone host
-      {{5}, {1, 1, 1, 1, 1}}, // a big host against small ones
-      {{2, 2, 2}},            // one switch
-      {{3}, {3}, {3}},        // one host per switch
+      {{3, 1}, {2}},           // uneven hosts and switches: flat
+      {{2, 2}, {2, 2, 2}},     // even hosts, uneven switches: host level + all hosts
+      {{1, 3}, {2, 2}},        // uneven hosts, equal ranks per switch: switch level + spine
+      {{1}, {4}},              // a lone host
+      {{5}, {1, 1, 1, 1, 1}},  // a big host against small ones
+      {{2, 2, 2}},             // one switch
+      {{3}, {3}, {3}},         // one host per switch
   };
   for (const auto& shape : shapes) {
     topo::Topology t = topo::fromCounts(shape);

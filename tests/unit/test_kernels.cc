@@ -29,8 +29,8 @@ namespace k = hoccl::kernels;
 
 namespace {
 
-const hocclDataType_t kAllTypes[] = {hocclInt8,   hocclUint8,   hocclInt32,    hocclUint32,
-                                     hocclInt64,  hocclUint64,  hocclFloat16,  hocclFloat32,
+const hocclDataType_t kAllTypes[] = {hocclInt8,    hocclUint8,    hocclInt32,      hocclUint32,
+                                     hocclInt64,   hocclUint64,   hocclFloat16,    hocclFloat32,
                                      hocclFloat64, hocclBfloat16, hocclFloat8e4m3, hocclFloat8e5m2};
 const k::BinOp kAllOps[] = {k::BinOp::Sum, k::BinOp::Prod, k::BinOp::Max, k::BinOp::Min};
 
@@ -137,7 +137,7 @@ uint16_t halfOf(double v) {
 
 TEST_CASE("type table: sizes, nccl-tests names, float flags, invalid types", "[kernels]") {
   const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
-  const char* names[] = {"int8", "uint8",  "int32",  "uint32",   "int64",  "uint64",
+  const char* names[] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
                          "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
   for (int i = 0; i < 12; ++i) {
     const auto dt = hocclDataType_t(i);
@@ -153,7 +153,9 @@ TEST_CASE("type table: sizes, nccl-tests names, float flags, invalid types", "[k
 }
 
 TEST_CASE("decoders agree with field-by-field decoding for every code", "[kernels][convert]") {
-  auto same = [](double a, double b) { return (std::isnan(a) && std::isnan(b)) || (a == b && std::signbit(a) == std::signbit(b)); };
+  auto same = [](double a, double b) {
+    return (std::isnan(a) && std::isnan(b)) || (a == b && std::signbit(a) == std::signbit(b));
+  };
   for (uint32_t c = 0; c < 65536; ++c) {
     INFO("code " << c);
     REQUIRE(same(hoccl::toFloat(half_t{uint16_t(c)}), refDecodeHalf(uint16_t(c))));
@@ -173,32 +175,36 @@ TEST_CASE("decoders agree with field-by-field decoding for every code", "[kernel
 
 TEST_CASE("every finite code survives encode(decode(code))", "[kernels][convert]") {
   for (uint32_t c = 0; c < 65536; ++c) {
-    if (!std::isnan(refDecodeHalf(uint16_t(c)))) REQUIRE(hoccl::fromFloat<half_t>(hoccl::toFloat(half_t{uint16_t(c)})).bits == c);
-    if (!std::isnan(refDecodeBf16(uint16_t(c)))) REQUIRE(hoccl::fromFloat<bf16_t>(hoccl::toFloat(bf16_t{uint16_t(c)})).bits == c);
+    if (!std::isnan(refDecodeHalf(uint16_t(c))))
+      REQUIRE(hoccl::fromFloat<half_t>(hoccl::toFloat(half_t{uint16_t(c)})).bits == c);
+    if (!std::isnan(refDecodeBf16(uint16_t(c))))
+      REQUIRE(hoccl::fromFloat<bf16_t>(hoccl::toFloat(bf16_t{uint16_t(c)})).bits == c);
   }
   for (uint32_t c = 0; c < 256; ++c) {
-    if (!std::isnan(refDecodeE4M3(uint8_t(c)))) REQUIRE(hoccl::fromFloat<fp8e4m3_t>(hoccl::toFloat(fp8e4m3_t{uint8_t(c)})).bits == c);
-    if (std::isfinite(refDecodeE5M2(uint8_t(c)))) REQUIRE(hoccl::fromFloat<fp8e5m2_t>(hoccl::toFloat(fp8e5m2_t{uint8_t(c)})).bits == c);
+    if (!std::isnan(refDecodeE4M3(uint8_t(c))))
+      REQUIRE(hoccl::fromFloat<fp8e4m3_t>(hoccl::toFloat(fp8e4m3_t{uint8_t(c)})).bits == c);
+    if (std::isfinite(refDecodeE5M2(uint8_t(c))))
+      REQUIRE(hoccl::fromFloat<fp8e5m2_t>(hoccl::toFloat(fp8e5m2_t{uint8_t(c)})).bits == c);
   }
 }
 
 TEST_CASE("fp16 rounding: ties to even, subnormals, overflow, NaN", "[kernels][convert]") {
   using hoccl::fromFloat;
-  CHECK(fromFloat<half_t>(1.0f + std::ldexp(1.0f, -11)).bits == 0x3C00);       // tie, even stays
-  CHECK(fromFloat<half_t>(1.0f + 3 * std::ldexp(1.0f, -11)).bits == 0x3C02);   // tie, odd rounds up
-  CHECK(fromFloat<half_t>(1.0f + std::ldexp(1.5f, -11)).bits == 0x3C01);       // above the tie
-  CHECK(fromFloat<half_t>(std::ldexp(1.0f, -24)).bits == 0x0001);              // smallest subnormal
-  CHECK(fromFloat<half_t>(std::ldexp(1.0f, -25)).bits == 0x0000);              // half of it: tie to even 0
-  CHECK(fromFloat<half_t>(-std::ldexp(1.0f, -25)).bits == 0x8000);             // keeps the sign
-  CHECK(fromFloat<half_t>(std::ldexp(3.0f, -25)).bits == 0x0002);              // 1.5 units: tie up to 2
+  CHECK(fromFloat<half_t>(1.0f + std::ldexp(1.0f, -11)).bits == 0x3C00);                   // tie, even stays
+  CHECK(fromFloat<half_t>(1.0f + 3 * std::ldexp(1.0f, -11)).bits == 0x3C02);               // tie, odd rounds up
+  CHECK(fromFloat<half_t>(1.0f + std::ldexp(1.5f, -11)).bits == 0x3C01);                   // above the tie
+  CHECK(fromFloat<half_t>(std::ldexp(1.0f, -24)).bits == 0x0001);                          // smallest subnormal
+  CHECK(fromFloat<half_t>(std::ldexp(1.0f, -25)).bits == 0x0000);                          // half of it: tie to even 0
+  CHECK(fromFloat<half_t>(-std::ldexp(1.0f, -25)).bits == 0x8000);                         // keeps the sign
+  CHECK(fromFloat<half_t>(std::ldexp(3.0f, -25)).bits == 0x0002);                          // 1.5 units: tie up to 2
   CHECK(fromFloat<half_t>(std::ldexp(1.0f, -14) - std::ldexp(1.0f, -26)).bits == 0x0400);  // rounds to min normal
   CHECK(fromFloat<half_t>(65504.0f).bits == 0x7BFF);
   CHECK(fromFloat<half_t>(65519.0f).bits == 0x7BFF);
-  CHECK(fromFloat<half_t>(65520.0f).bits == 0x7C00);                           // tie at max + half ulp -> inf
+  CHECK(fromFloat<half_t>(65520.0f).bits == 0x7C00);  // tie at max + half ulp -> inf
   CHECK(fromFloat<half_t>(-1e30f).bits == 0xFC00);
   CHECK(fromFloat<half_t>(std::numeric_limits<float>::infinity()).bits == 0x7C00);
   CHECK(fromFloat<half_t>(std::nanf("")).bits == 0x7FFF);
-  CHECK(fromFloat<half_t>(std::ldexp(1.0f, -140)).bits == 0x0000);             // float subnormal input
+  CHECK(fromFloat<half_t>(std::ldexp(1.0f, -140)).bits == 0x0000);  // float subnormal input
 }
 
 TEST_CASE("fp16 encoding matches the CPU's F16C converter on random floats", "[kernels][convert]") {
@@ -209,7 +215,9 @@ TEST_CASE("fp16 encoding matches the CPU's F16C converter on random floats", "[k
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> mag(-30.0f, 17.0f);
   for (int i = 0; i < 400000; ++i) {
-    const float x = (i & 1) ? randomFloatAnyBits(rng) : std::ldexp(1.0f + float(rng() % 4096) / 4096.0f, int(mag(rng))) * ((rng() & 1) ? -1.0f : 1.0f);
+    const float x = (i & 1) ? randomFloatAnyBits(rng)
+                            : std::ldexp(1.0f + float(rng() % 4096) / 4096.0f, int(mag(rng))) *
+                                  ((rng() & 1) ? -1.0f : 1.0f);
     const uint16_t got = hoccl::fromFloat<half_t>(x).bits;
     const uint16_t want = oracleHalf(x);
     INFO("x = " << x);
@@ -228,7 +236,7 @@ TEST_CASE("bf16 rounding: ties to even, overflow, NaN, and a nearest-value oracl
   CHECK(fromFloat<bf16_t>(std::numeric_limits<float>::max()).bits == 0x7F80);  // rounds up to inf
   CHECK(fromFloat<bf16_t>(-std::numeric_limits<float>::infinity()).bits == 0xFF80);
   CHECK(fromFloat<bf16_t>(std::nanf("")).bits == 0x7FFF);
-  CHECK(fromFloat<bf16_t>(std::ldexp(1.0f, -133)).bits == 0x0001);             // bf16 subnormal
+  CHECK(fromFloat<bf16_t>(std::ldexp(1.0f, -133)).bits == 0x0001);  // bf16 subnormal
   std::mt19937 rng(5);
   for (int i = 0; i < 400000; ++i) {
     const float x = randomFloatAnyBits(rng);
@@ -272,8 +280,9 @@ TEST_CASE("fp8 encoding equals the brute-force nearest code on random floats", "
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> exps(-20, 18);
   for (int i = 0; i < 200000; ++i) {
-    float x = (i % 4 == 0) ? randomFloatAnyBits(rng)
-                           : std::ldexp(float(rng() % 65536) / 65536.0f + 0.5f, exps(rng)) * ((rng() & 1) ? -1.0f : 1.0f);
+    float x = (i % 4 == 0)
+                  ? randomFloatAnyBits(rng)
+                  : std::ldexp(float(rng() % 65536) / 65536.0f + 0.5f, exps(rng)) * ((rng() & 1) ? -1.0f : 1.0f);
     if (i % 7 == 0) x = std::ldexp(float(int(rng() % 64)), exps(rng) - 3);  // exact ties are common here
     INFO("x = " << x);
     if (std::isnan(x)) {
@@ -498,8 +507,8 @@ void checkReduced(const Bytes& out, const Bytes& a, const Bytes& b, size_t n, ho
     const int64_t dist = std::llabs(orderedCode(got, dt) - orderedCode(want, dt));
     if (got != fun || dist > allowedCodes(dt, op)) {
       FAIL_CHECK("element " << i << ": " << x << " " << k::opName(op) << " " << y << " gave " << k::toDouble(&got, dt)
-                            << " (bits " << got << "), functor bits " << fun << ", reference "
-                            << k::toDouble(&want, dt) << " (bits " << want << ")");
+                            << " (bits " << got << "), functor bits " << fun << ", reference " << k::toDouble(&want, dt)
+                            << " (bits " << want << ")");
       return;
     }
   }
@@ -585,17 +594,19 @@ TEST_CASE("reduce: special values (overflow, saturation, wrap, NaN, signed zero)
     return r;
   };
   const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
-  CHECK(one(half_t{0x7BFF}, half_t{0x7BFF}, k::BinOp::Sum, hocclFloat16).bits == 0x7C00);   // 65504+65504 -> inf
-  CHECK(one(bf16_t{0x7F7F}, bf16_t{0x7F7F}, k::BinOp::Sum, hocclBfloat16).bits == 0x7F80);  // max+max -> inf
-  CHECK(one(fp8e4m3_t{0x7E}, fp8e4m3_t{0x7E}, k::BinOp::Sum, hocclFloat8e4m3).bits == 0x7E); // saturates
+  CHECK(one(half_t{0x7BFF}, half_t{0x7BFF}, k::BinOp::Sum, hocclFloat16).bits == 0x7C00);     // 65504+65504 -> inf
+  CHECK(one(bf16_t{0x7F7F}, bf16_t{0x7F7F}, k::BinOp::Sum, hocclBfloat16).bits == 0x7F80);    // max+max -> inf
+  CHECK(one(fp8e4m3_t{0x7E}, fp8e4m3_t{0x7E}, k::BinOp::Sum, hocclFloat8e4m3).bits == 0x7E);  // saturates
   CHECK(one(fp8e5m2_t{0x7B}, fp8e5m2_t{0x7B}, k::BinOp::Prod, hocclFloat8e5m2).bits == 0x7B);
   CHECK(one(fp8e4m3_t{0xFE}, fp8e4m3_t{0x7E}, k::BinOp::Prod, hocclFloat8e4m3).bits == 0xFE);
   CHECK(one(int8_t(127), int8_t(1), k::BinOp::Sum, hocclInt8) == -128);
   CHECK(one(uint8_t(255), uint8_t(2), k::BinOp::Sum, hocclUint8) == 1);
-  CHECK(one(std::numeric_limits<int32_t>::max(), int32_t(1), k::BinOp::Sum, hocclInt32) == std::numeric_limits<int32_t>::min());
+  CHECK(one(std::numeric_limits<int32_t>::max(), int32_t(1), k::BinOp::Sum, hocclInt32) ==
+        std::numeric_limits<int32_t>::min());
   CHECK(one(int32_t(65536), int32_t(65536), k::BinOp::Prod, hocclInt32) == 0);
   CHECK(one(int8_t(-128), int8_t(-1), k::BinOp::Prod, hocclInt8) == -128);
-  CHECK(one(std::numeric_limits<int64_t>::min(), int64_t(-1), k::BinOp::Sum, hocclInt64) == std::numeric_limits<int64_t>::max());
+  CHECK(one(std::numeric_limits<int64_t>::min(), int64_t(-1), k::BinOp::Sum, hocclInt64) ==
+        std::numeric_limits<int64_t>::max());
   CHECK(one(int32_t(-5), int32_t(3), k::BinOp::Max, hocclInt32) == 3);
   CHECK(one(uint32_t(0xFFFFFFFFu), uint32_t(3), k::BinOp::Max, hocclUint32) == 0xFFFFFFFFu);
   CHECK(one(int64_t(-7), int64_t(2), k::BinOp::Min, hocclInt64) == -7);

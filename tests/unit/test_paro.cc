@@ -180,8 +180,8 @@ TEST_CASE("plan: bytes are the ring volumes, inter-group traffic once per step u
   // NNN: one global ring all-reduce of the padded buffer per step.
   CHECK(sent("NNN") == 2ull * (n - 1) * b * 4);
   // IIG: 2A intra all-gathers of P, A intra reduce-scatters of G, one inter RS of G, one inter AG of P.
-  CHECK(sent("IIG") == 2ull * A * (m - 1) * ng * b * 2 + 1ull * A * (m - 1) * ng * b * 4 + (ng - 1) * b * 4 +
-                           (ng - 1) * b * 2);
+  CHECK(sent("IIG") ==
+        2ull * A * (m - 1) * ng * b * 2 + 1ull * A * (m - 1) * ng * b * 4 + (ng - 1) * b * 4 + (ng - 1) * b * 2);
   // GGG: per micro-step two two-level gathers of P and a two-level reduce-scatter of G; nothing per step.
   CHECK(sent("GGG") == 2ull * A * (n - 1) * b * 2 + 1ull * A * (n - 1) * b * 4);
   // NNG (ZeRO-1): per step: two-level reduce-scatter of G, two-level all-gather of P.
@@ -245,7 +245,7 @@ TEST_CASE("time model: slow inter-host links favour partial redundancy; ranking 
     CHECK((ranked[i].fits && seenMiss) == false);  // fitting ones first
     if (i > 0 && ranked[i].fits) CHECK(ranked[i - 1].seconds <= ranked[i].seconds);
   }
-  CHECK_FALSE(ranked.back().fits);                    // NNN needs 112 GB
+  CHECK_FALSE(ranked.back().fits);  // NNN needs 112 GB
   CHECK(rankStrategies(l, size, 4, 1.0, links).front().fits == false);
   CHECK(rankStrategies(l, size, 4, 0, links).front().fits);
 }

@@ -35,8 +35,7 @@ TEST_CASE("probe clustering: two fast groups", "[topology][probe]") {
   // Interleaved: groups are numbered by their lowest host, whatever the host order.
   CHECK(topo::clusterByBandwidth(synthetic({0, 1, 0, 1, 1}, 1000, 100, 0, 2)) == std::vector<int>{0, 1, 0, 1, 1});
   // Three switches of uneven size.
-  CHECK(topo::clusterByBandwidth(synthetic({0, 0, 0, 1, 2, 2}, 1200, 300, 0, 3)) ==
-        std::vector<int>{0, 0, 0, 1, 2, 2});
+  CHECK(topo::clusterByBandwidth(synthetic({0, 0, 0, 1, 2, 2}, 1200, 300, 0, 3)) == std::vector<int>{0, 0, 0, 1, 2, 2});
 }
 
 TEST_CASE("probe clustering: one group when all links are alike", "[topology][probe]") {
@@ -112,7 +111,10 @@ TEST_CASE("probe schedule: every pair of hosts meets exactly once", "[topology][
       int sitting = 0;
       for (int h = 0; h < n; ++h) {
         int p = topo::roundRobinPartner(h, r, n);
-        if (p < 0) { ++sitting; continue; }
+        if (p < 0) {
+          ++sitting;
+          continue;
+        }
         REQUIRE(p != h);
         REQUIRE(p < n);
         REQUIRE(topo::roundRobinPartner(p, r, n) == h);  // symmetric

@@ -52,7 +52,7 @@ void check(Coll coll, int n, size_t count, int root, bool inPlace, const topo::T
   REQUIRE(!cands.empty());
   auto inputs = randomInputs(args, rng);
   auto expected = sched::referenceCollective(args, inputs, sum);
-  for (const algo::Algorithm* alg : cands) {  // every algorithm that implements the collective
+  for (const algo::Algorithm* alg : cands) {            // every algorithm that implements the collective
     if (std::string(alg->name) == "ho_ring") continue;  // tested over hierarchical shapes in test_ho_ring
     std::vector<sched::Schedule> schedules;
     for (int r = 0; r < n; ++r) {
@@ -79,13 +79,14 @@ void check(Coll coll, int n, size_t count, int root, bool inPlace, const topo::T
 
 TEST_CASE("flat algorithms match the reference for every collective, rank count and awkward count", "[schedules]") {
   std::mt19937 rng(12345);
-  const Coll colls[] = {Coll::AllReduce, Coll::Broadcast, Coll::Reduce,  Coll::AllGather,
-                        Coll::ReduceScatter, Coll::AlltoAll, Coll::Gather, Coll::Scatter};
+  const Coll colls[] = {Coll::AllReduce,     Coll::Broadcast, Coll::Reduce, Coll::AllGather,
+                        Coll::ReduceScatter, Coll::AlltoAll,  Coll::Gather, Coll::Scatter};
   for (int n = 1; n <= 16; ++n) {
     auto topo = flatTopology(n);
     for (Coll coll : colls) {
       for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t(n > 1 ? n - 1 : 0), size_t(n + 1)}) {
-        for (bool inPlace : {false, true}) check(coll, n, count, (n * 7 + static_cast<int>(count)) % n, inPlace, topo, rng);
+        for (bool inPlace : {false, true})
+          check(coll, n, count, (n * 7 + static_cast<int>(count)) % n, inPlace, topo, rng);
       }
     }
   }
@@ -96,8 +97,8 @@ TEST_CASE("large odd counts with small pipelining chunks", "[schedules]") {
   for (int n : {2, 3, 5}) {
     auto topo = flatTopology(n);
     for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather, Coll::Broadcast, Coll::Reduce})
-      for (bool inPlace : {false, true}) check(coll, n, 1000003 / (coll == Coll::AllGather ? n : 1), n - 1, inPlace,
-                                               topo, rng, 65536 + 13);
+      for (bool inPlace : {false, true})
+        check(coll, n, 1000003 / (coll == Coll::AllGather ? n : 1), n - 1, inPlace, topo, rng, 65536 + 13);
   }
 }
 

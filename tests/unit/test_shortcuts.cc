@@ -184,7 +184,8 @@ std::vector<std::string> runProcesses(int nranks, const std::function<std::strin
     char buf[4096];
     while (true) {
       pollfd pfd{pipes[r], POLLIN, 0};
-      int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+      int left = static_cast<int>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
       if (left <= 0 || poll(&pfd, 1, left) <= 0) {
         text += "<timed out>";
         break;
@@ -267,8 +268,8 @@ std::vector<double> reference(const CollCall& c, int rank, int n, const std::vec
 struct Prepared {
   CollCall call;
   bool inPlace = false;
-  Buffer send, recv;         // out of place
-  Buffer both;               // in place: the one buffer
+  Buffer send, recv;  // out of place
+  Buffer both;        // in place: the one buffer
   std::vector<double> input;
 };
 
@@ -360,7 +361,8 @@ struct Outcome {
 };
 
 /// Polls every op (null: that rank does not take part) round robin until each is done or has thrown.
-std::vector<Outcome> driveAll(const std::vector<ShortcutOp*>& ops, std::chrono::seconds limit = std::chrono::seconds(20)) {
+std::vector<Outcome> driveAll(const std::vector<ShortcutOp*>& ops,
+                              std::chrono::seconds limit = std::chrono::seconds(20)) {
   std::vector<Outcome> out(ops.size());
   for (size_t r = 0; r < ops.size(); ++r) out[r].done = ops[r] == nullptr;
   const auto deadline = Clock::now() + limit;
@@ -407,9 +409,9 @@ void runAndVerify(std::vector<std::unique_ptr<Rank>>& ranks, const CollCall& c, 
   }
 }
 
-const hocclDataType_t kAllTypes[] = {hocclInt8,   hocclUint8, hocclInt32,  hocclUint32,       hocclInt64,
-                                     hocclUint64, hocclFloat16, hocclFloat, hocclDouble, hocclBfloat16,
-                                     hocclFloat8e4m3, hocclFloat8e5m2};
+const hocclDataType_t kAllTypes[] = {hocclInt8,   hocclUint8,    hocclInt32,      hocclUint32,
+                                     hocclInt64,  hocclUint64,   hocclFloat16,    hocclFloat,
+                                     hocclDouble, hocclBfloat16, hocclFloat8e4m3, hocclFloat8e5m2};
 const hocclRedOp_t kAllOps[] = {hocclSum, hocclProd, hocclMax, hocclMin, hocclAvg};
 
 }  // namespace
@@ -456,7 +458,7 @@ struct SimRank {
   std::unique_ptr<ShortcutOp> op;  // round completed+1 when set
   bool pub = false;                // the model says the op has published
   Prepared prep;
-  unsigned held = 0;               // polls where the model says it could not publish (its slot still in use)
+  unsigned held = 0;  // polls where the model says it could not publish (its slot still in use)
 };
 
 /// Runs `rounds` rounds of `spec(k)` on every rank from this thread. Each step, rank r acts (creates its next op
@@ -512,8 +514,7 @@ std::vector<unsigned> simulate(std::vector<std::unique_ptr<Rank>>& ranks, uint64
         const std::string missing = s.op->missing();
         for (int q = 0; q < n; ++q) {
           INFO("missing() = " << missing << ", about rank " << q);
-          CHECK((missing.find(fmt::format("rank {} (", q)) != std::string::npos) ==
-                model.waitsOn(r, k, s.pub, rs, q));
+          CHECK((missing.find(fmt::format("rank {} (", q)) != std::string::npos) == model.waitsOn(r, k, s.pub, rs, q));
         }
         continue;
       }
@@ -544,14 +545,22 @@ TEST_CASE("arena rounds: ranks that wait for nobody run ahead by at most kArenaS
   SECTION("broadcast, root 0 ahead, rank 1 slow; payloads inline (40 B), just beyond (44 B), in the data area") {
     for (size_t count : {size_t{10}, size_t{11}, size_t{500}}) {
       auto held = simulate(
-          ranks, rounds, [count](uint64_t) { return RoundSpec{Coll::Broadcast, 0, count}; }, slowOne(1), count);
+          ranks, rounds,
+          [count](uint64_t) {
+        return RoundSpec{Coll::Broadcast, 0, count};
+          },
+          slowOne(1), count);
       INFO("count " << count << ": root held " << held[0] << " times");
       CHECK(held[0] > 0);  // the root did reach the slot the slow receiver still read
     }
   }
   SECTION("reduce, contributors 0 and 2 ahead of the slow root 1") {
     auto held = simulate(
-        ranks, rounds, [](uint64_t) { return RoundSpec{Coll::Reduce, 1, 300}; }, slowOne(1), 7);
+        ranks, rounds,
+        [](uint64_t) {
+      return RoundSpec{Coll::Reduce, 1, 300};
+        },
+        slowOne(1), 7);
     CHECK(held[0] > 0);
     CHECK(held[2] > 0);
   }
@@ -559,7 +568,7 @@ TEST_CASE("arena rounds: ranks that wait for nobody run ahead by at most kArenaS
     // Broadcasts rooted at 0 or 2 and reduces rooted at 1: ranks 0 and 2 wait for nobody, or only for each other,
     // so they run ahead of rank 1 until a slot stops them; every 12th round is an all-to-all one that lines all up.
     auto spec = [](uint64_t k) {
-      static const RoundSpec rooted[] = {{Coll::Broadcast, 0, 9}, {Coll::Reduce, 1, 33},  {Coll::Broadcast, 2, 100},
+      static const RoundSpec rooted[] = {{Coll::Broadcast, 0, 9}, {Coll::Reduce, 1, 33},    {Coll::Broadcast, 2, 100},
                                          {Coll::Reduce, 1, 11},   {Coll::Broadcast, 0, 10}, {Coll::Reduce, 1, 200}};
       static const RoundSpec all[] = {{Coll::AllReduce, 0, 5}, {Coll::AllGather, 0, 3}, {Coll::ReduceScatter, 0, 7}};
       if (k % 12 == 0) return all[(k / 12) % 3];
@@ -583,9 +592,9 @@ std::string mixedRounds(Rank& st, int rounds, uint64_t seed) {
   const int n = st.nranks, r = st.rank;
   std::mt19937_64 rng(seed * 31 + static_cast<uint64_t>(r));
   for (int k = 1; k <= rounds; ++k) {
-    static const RoundSpec mix[] = {{Coll::Broadcast, 0, 10}, {Coll::Reduce, 2, 300}, {Coll::Broadcast, 2, 11},
-                                    {Coll::AllReduce, 0, 7},  {Coll::Reduce, 0, 1},   {Coll::AllGather, 0, 129},
-                                    {Coll::Broadcast, 0, 500}, {Coll::Reduce, 1, 40}, {Coll::ReduceScatter, 0, 17}};
+    static const RoundSpec mix[] = {{Coll::Broadcast, 0, 10},  {Coll::Reduce, 2, 300}, {Coll::Broadcast, 2, 11},
+                                    {Coll::AllReduce, 0, 7},   {Coll::Reduce, 0, 1},   {Coll::AllGather, 0, 129},
+                                    {Coll::Broadcast, 0, 500}, {Coll::Reduce, 1, 40},  {Coll::ReduceScatter, 0, 17}};
     const RoundSpec s = mix[(k * 5 + k / 7) % (sizeof(mix) / sizeof(mix[0]))];
     const CollCall c = makeCall(s.coll, s.count, hocclFloat, k % 3 ? hocclSum : hocclMax, s.root % n);
     std::vector<std::vector<double>> in(n);
@@ -694,12 +703,12 @@ struct CopyCase {
 };
 
 const CopyCase kCopyCases[] = {
-    {Coll::AllReduce, hocclFloat, hocclSum, 0},       {Coll::AllReduce, hocclDouble, hocclAvg, 0},
-    {Coll::AllReduce, hocclInt32, hocclMax, 0},       {Coll::AllReduce, hocclBfloat16, hocclMin, 0},
-    {Coll::AllReduce, hocclInt64, hocclProd, 0},      {Coll::ReduceScatter, hocclFloat, hocclSum, 0},
-    {Coll::ReduceScatter, hocclDouble, hocclAvg, 0},  {Coll::ReduceScatter, hocclInt32, hocclMin, 0},
-    {Coll::AllGather, hocclFloat, hocclSum, 0},       {Coll::AllGather, hocclUint8, hocclSum, 0},
-    {Coll::Broadcast, hocclFloat, hocclSum, 0},       {Coll::Broadcast, hocclUint8, hocclSum, 2},
+    {Coll::AllReduce, hocclFloat, hocclSum, 0},      {Coll::AllReduce, hocclDouble, hocclAvg, 0},
+    {Coll::AllReduce, hocclInt32, hocclMax, 0},      {Coll::AllReduce, hocclBfloat16, hocclMin, 0},
+    {Coll::AllReduce, hocclInt64, hocclProd, 0},     {Coll::ReduceScatter, hocclFloat, hocclSum, 0},
+    {Coll::ReduceScatter, hocclDouble, hocclAvg, 0}, {Coll::ReduceScatter, hocclInt32, hocclMin, 0},
+    {Coll::AllGather, hocclFloat, hocclSum, 0},      {Coll::AllGather, hocclUint8, hocclSum, 0},
+    {Coll::Broadcast, hocclFloat, hocclSum, 0},      {Coll::Broadcast, hocclUint8, hocclSum, 2},
     {Coll::Broadcast, hocclDouble, hocclSum, 1},
 };
 // Not divisible by 3 ranks; the largest all-reduce blocks span several 256 KiB pieces.
@@ -722,7 +731,9 @@ std::string singleCopyCases(Rank& st, uint64_t seed) {
         const size_t message = std::max(inCount(c, n), outCount(c, n)) * elemSize(c.dtype);
         // canRun: from the measured crossovers (all-gather 32 KiB, broadcast 128 KiB, others 256 KiB); start() takes
         // any size, which lets the small counts test the block arithmetic.
-        const size_t threshold = c.coll == Coll::AllGather ? 32 << 10 : c.coll == Coll::Broadcast ? 128 << 10 : 256 << 10;
+        const size_t threshold = c.coll == Coll::AllGather   ? 32 << 10
+                                 : c.coll == Coll::Broadcast ? 128 << 10
+                                                             : 256 << 10;
         if (st.copy->canRun(c) != (message >= threshold))
           return fmt::format("canRun({}) is {} for {} bytes", describeCall(c), st.copy->canRun(c), message);
         auto op = st.copy->start(p.call);
@@ -741,7 +752,8 @@ std::string singleCopyCases(Rank& st, uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("single copy: all-reduce, reduce-scatter, all-gather, broadcast; odd counts; in place", "[shortcuts][copy][fork]") {
+TEST_CASE("single copy: all-reduce, reduce-scatter, all-gather, broadcast; odd counts; in place",
+          "[shortcuts][copy][fork]") {
   SECTION("3 processes (process_vm_readv/writev)") {
     const boot::UniqueId id = boot::createUniqueId();
     auto results = runProcesses(3, [&](int r) {
@@ -881,7 +893,8 @@ TEST_CASE("a peer process that dies is reported, naming it, before the timeout",
       const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
       if (e.code() != hocclRemoteError) return fmt::format("code {}: {}", e.code(), e.what());
       if (std::string(e.what()).find("rank 1 (") == std::string::npos) return std::string("names no peer: ") + e.what();
-      if (seconds >= kTimeoutSeconds) return fmt::format("took {:.1f} s, as long as the timeout: {}", seconds, e.what());
+      if (seconds >= kTimeoutSeconds)
+        return fmt::format("took {:.1f} s, as long as the timeout: {}", seconds, e.what());
     }
     return "";
   });
@@ -986,8 +999,8 @@ TEST_CASE("mismatched calls: every rank fails naming both calls, no byte changes
       {"single copy: all-gather float vs int32", makeCall(Coll::AllGather, 50001, hocclFloat),
        makeCall(Coll::AllGather, 50001, hocclInt32), true, true},
       {"single copy: broadcast, each rank the root of its own call",
-       makeCall(Coll::Broadcast, 70001, hocclFloat, hocclSum, 0), makeCall(Coll::Broadcast, 70001, hocclFloat, hocclSum, 1),
-       true, true},
+       makeCall(Coll::Broadcast, 70001, hocclFloat, hocclSum, 0),
+       makeCall(Coll::Broadcast, 70001, hocclFloat, hocclSum, 1), true, true},
       {"small vs single copy: all-reduce 8 vs 100003", makeCall(Coll::AllReduce, 8, hocclFloat),
        makeCall(Coll::AllReduce, 100003, hocclFloat), false, true},
   };
@@ -1079,8 +1092,8 @@ TEST_CASE("single copy: a peer publishing a buffer smaller than the call needs i
   };
   const Forge forges[] = {
       {"control: honest sizes, all-reduce", makeCall(Coll::AllReduce, count, hocclFloat), 0, 0, false, ""},
-      {"control: honest sizes, broadcast rooted at the forger", makeCall(Coll::Broadcast, count, hocclFloat, hocclSum, 0),
-       0, 0, false, ""},
+      {"control: honest sizes, broadcast rooted at the forger",
+       makeCall(Coll::Broadcast, count, hocclFloat, hocclSum, 0), 0, 0, false, ""},
       {"all-reduce, send one element short", makeCall(Coll::AllReduce, count, hocclFloat), -4, 0, false, "would read"},
       {"all-reduce, receive one byte short", makeCall(Coll::AllReduce, count, hocclFloat), 0, -1, false, "would write"},
       {"all-reduce, no receive buffer", makeCall(Coll::AllReduce, count, hocclFloat), 0, 0, true, "would write"},
@@ -1089,8 +1102,8 @@ TEST_CASE("single copy: a peer publishing a buffer smaller than the call needs i
        "would read"},
       {"broadcast rooted at the forger, send short", makeCall(Coll::Broadcast, count, hocclFloat, hocclSum, 0), -4, 0,
        false, "would read"},
-      {"broadcast rooted at rank 1, the forger's receive short", makeCall(Coll::Broadcast, count, hocclFloat, hocclSum, 1),
-       0, -4, false, "would write"},
+      {"broadcast rooted at rank 1, the forger's receive short",
+       makeCall(Coll::Broadcast, count, hocclFloat, hocclSum, 1), 0, -4, false, "would write"},
   };
   for (const Forge& f : forges) {
     DYNAMIC_SECTION(f.label) {
@@ -1115,7 +1128,7 @@ TEST_CASE("single copy: a peer publishing a buffer smaller than the call needs i
         // rest of rank 0's part by hand.
         bool done = false;
         REQUIRE_NOTHROW(done = op->poll());
-        REQUIRE_FALSE(done);    // rank 1 copied its part and waits in the closing round
+        REQUIRE_FALSE(done);  // rank 1 copied its part and waits in the closing round
         REQUIRE(addresses.poll());
         // Rank 0's own share of the work, done by hand: its block of the all-reduce, its copy of a broadcast root.
         if (f.call.coll == Coll::AllReduce) {

@@ -83,8 +83,9 @@ TEST_CASE("topology files: JSON in two forms and Slurm topology.conf", "[topolog
   CHECK(t.hostNames == std::vector<std::string>{"x", "y", "z"});
   CHECK(t.switchOf == std::vector<int>{0, 0, 1, 1, 1, 1});
 
-  TempFile slurm("# a comment\nSwitchName=s1 Nodes=node[1-2] LinkSpeed=100\nSwitchName=s2 Nodes=node[3-4]\n"
-                 "SwitchName=top Switches=s[1-2]\n");
+  TempFile slurm(
+      "# a comment\nSwitchName=s1 Nodes=node[1-2] LinkSpeed=100\nSwitchName=s2 Nodes=node[3-4]\n"
+      "SwitchName=top Switches=s[1-2]\n");
   auto sm = topo::readTopologyFile(slurm.path);
   CHECK(sm.switches == std::vector<std::string>{"s1", "s2"});
   CHECK(sm.switchOf("node4") == "s2");
@@ -126,8 +127,8 @@ TEST_CASE("the NCCL shim's NCCL_TOPO_FILE reaches the topology", "[topology]") {
 }
 
 TEST_CASE("build groups ranks by host and switch", "[topology]") {
-  auto t = topo::build({info(0, "hA", "s1"), info(1, "hB", "s2"), info(2, "hA", "s1"), info(3, "hC", "s1"),
-                        info(4, "hB", "other")});
+  auto t = topo::build(
+      {info(0, "hA", "s1"), info(1, "hB", "s2"), info(2, "hA", "s1"), info(3, "hC", "s1"), info(4, "hB", "other")});
   CHECK(t.nranks == 5);
   CHECK(t.nhosts == 3);
   CHECK(t.nswitches == 2);

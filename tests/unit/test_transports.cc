@@ -182,7 +182,8 @@ std::vector<std::string> runProcesses(int nranks, const std::function<std::strin
     char buf[4096];
     while (true) {
       pollfd pfd{pipes[r], POLLIN, 0};
-      int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+      int left = static_cast<int>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
       if (left <= 0 || poll(&pfd, 1, left) <= 0) {
         text += "<timed out>";
         break;
@@ -253,8 +254,7 @@ void exchangeSizes(const RankState& st, int rank) {
     drive(st.list());
     for (auto& [p, ch] : st.channels) {
       auto expect = payload(p, rank, si, bytes);
-      if (expect != in[p])
-        throw std::runtime_error(fmt::format("{} bytes from rank {} arrived corrupted", bytes, p));
+      if (expect != in[p]) throw std::runtime_error(fmt::format("{} bytes from rank {} arrived corrupted", bytes, p));
     }
   }
 }
@@ -300,7 +300,8 @@ void exchangeMany(const RankState& st, int rank, int count) {
         t.granule = g;
         t.sink = [dst, got, g, &sinkError](const void* data, size_t offset, size_t len) {
           if (offset != *got || len == 0 || len % g != 0)
-            sinkError = fmt::format("sink piece offset {} len {} (expected offset {}, granule {})", offset, len, *got, g);
+            sinkError = fmt::format("sink piece offset {} len {} (expected offset {}, granule {})", offset, len, *got,
+                                    g);
           std::memcpy(dst + offset, data, len);
           *got += len;
         };
@@ -314,8 +315,8 @@ void exchangeMany(const RankState& st, int rank, int count) {
   for (auto& [p, ch] : st.channels)
     for (int i = 0; i < count; ++i)
       if (in[p][i] != payload(p, rank, 1000 + i, in[p][i].size()))
-        throw std::runtime_error(fmt::format("message {} ({} bytes) from rank {} arrived corrupted", i,
-                                             in[p][i].size(), p));
+        throw std::runtime_error(
+            fmt::format("message {} ({} bytes) from rank {} arrived corrupted", i, in[p][i].size(), p));
 }
 
 /// Names in /dev/shm that belong to this job.
@@ -525,64 +526,69 @@ TEST_CASE("tcp: connections without the job secret are dropped, real ones still 
 
 TEST_CASE("streaming bandwidth between two processes (64 MiB messages)", "[.bench]") {
   for (const Mode& mode : kModes) DYNAMIC_SECTION(mode.label) {
-    Kind kind = mode.kind;
-    auto id = boot::createUniqueId();
-    const size_t bytes = 64u << 20;
-    const int iters = 20;
-    auto results = runProcesses(2, [&](int r) -> std::string {
-      RankState st = connectRank(id, r, 2, kind);
-      Channel& ch = *st.channels.at(1 - r);
-      std::vector<unsigned char> buf(bytes, static_cast<unsigned char>(r));
-      std::vector<double> sum(bytes / sizeof(double), 0.0);
-      auto once = [&](bool sink) {
-        if (r == 0) {
-          ch.postSend(buf.data(), bytes);
-        } else if (!sink) {
-          ch.postRecv(bytes, RecvTarget{buf.data(), {}, 1});
-        } else {
-          RecvTarget t;
-          t.granule = 8;
-          double* acc = sum.data();
-          t.sink = [acc](const void* data, size_t offset, size_t len) {  // a reduction straight from the buffer
-            const double* in = static_cast<const double*>(data);
-            double* o = acc + offset / 8;
-            for (size_t i = 0; i < len / 8; ++i) o[i] += in[i];
-          };
-          ch.postRecv(bytes, std::move(t));
-        }
-      };
-      // Reports "memcpy GB/s, then per phase (direct, sink): GB/s and CPU seconds of this process".
-      std::string report;
-      if (r == 1) {  // the machine's own copy speed in the same run, to compare against
-        std::vector<unsigned char> other(bytes, 3);
-        auto t0 = Clock::now();
-        for (int i = 0; i < 5; ++i) std::memcpy(other.data(), buf.data(), bytes);
-        report += fmt::format("{} ", bytes * 5 / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9);
-      }
-      auto cpuSeconds = [] {
-        timespec ts{};
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-        return ts.tv_sec + ts.tv_nsec * 1e-9;
-      };
-      for (bool sink : {false, true}) {
-        once(sink);
-        drive({&ch});
-        st.boot->barrier();
-        auto t0 = Clock::now();
-        double c0 = cpuSeconds();
-        for (int i = 0; i < iters; ++i) once(sink);
-        drive({&ch}, std::chrono::seconds(120));
-        double s = std::chrono::duration<double>(Clock::now() - t0).count();
-        report += fmt::format("{} {} ", bytes * iters / s / 1e9, cpuSeconds() - c0);
-        st.boot->barrier();
-      }
-      return "bw " + report;
-    }, std::chrono::seconds(240));
-    double v0[5] = {}, v1[6] = {};
-    REQUIRE(std::sscanf(results[0].c_str(), "bw %lf %lf %lf %lf", &v0[0], &v0[1], &v0[2], &v0[3]) == 4);
-    REQUIRE(std::sscanf(results[1].c_str(), "bw %lf %lf %lf %lf %lf", &v1[0], &v1[1], &v1[2], &v1[3], &v1[4]) == 5);
-    double gb = bytes * iters / 1e9;
-    WARN(fmt::format("{}: memcpy {:.2f} GB/s | direct {:.2f} GB/s, cpu {:.3f} s/GB | sink(sum) {:.2f} GB/s, cpu {:.3f} "
-                     "s/GB", mode.label, v1[0], v1[1], (v0[1] + v1[2]) / gb, v1[3], (v0[3] + v1[4]) / gb));
-  }
+      Kind kind = mode.kind;
+      auto id = boot::createUniqueId();
+      const size_t bytes = 64u << 20;
+      const int iters = 20;
+      auto results = runProcesses(
+          2,
+          [&](int r) -> std::string {
+            RankState st = connectRank(id, r, 2, kind);
+            Channel& ch = *st.channels.at(1 - r);
+            std::vector<unsigned char> buf(bytes, static_cast<unsigned char>(r));
+            std::vector<double> sum(bytes / sizeof(double), 0.0);
+            auto once = [&](bool sink) {
+              if (r == 0) {
+                ch.postSend(buf.data(), bytes);
+              } else if (!sink) {
+                ch.postRecv(bytes, RecvTarget{buf.data(), {}, 1});
+              } else {
+                RecvTarget t;
+                t.granule = 8;
+                double* acc = sum.data();
+                t.sink = [acc](const void* data, size_t offset, size_t len) {  // a reduction straight from the buffer
+                  const double* in = static_cast<const double*>(data);
+                  double* o = acc + offset / 8;
+                  for (size_t i = 0; i < len / 8; ++i) o[i] += in[i];
+                };
+                ch.postRecv(bytes, std::move(t));
+              }
+            };
+            // Reports "memcpy GB/s, then per phase (direct, sink): GB/s and CPU seconds of this process".
+            std::string report;
+            if (r == 1) {  // the machine's own copy speed in the same run, to compare against
+              std::vector<unsigned char> other(bytes, 3);
+              auto t0 = Clock::now();
+              for (int i = 0; i < 5; ++i) std::memcpy(other.data(), buf.data(), bytes);
+              report += fmt::format("{} ", bytes * 5 / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9);
+            }
+            auto cpuSeconds = [] {
+              timespec ts{};
+              clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+              return ts.tv_sec + ts.tv_nsec * 1e-9;
+            };
+            for (bool sink : {false, true}) {
+              once(sink);
+              drive({&ch});
+              st.boot->barrier();
+              auto t0 = Clock::now();
+              double c0 = cpuSeconds();
+              for (int i = 0; i < iters; ++i) once(sink);
+              drive({&ch}, std::chrono::seconds(120));
+              double s = std::chrono::duration<double>(Clock::now() - t0).count();
+              report += fmt::format("{} {} ", bytes * iters / s / 1e9, cpuSeconds() - c0);
+              st.boot->barrier();
+            }
+            return "bw " + report;
+          },
+          std::chrono::seconds(240));
+      double v0[5] = {}, v1[6] = {};
+      REQUIRE(std::sscanf(results[0].c_str(), "bw %lf %lf %lf %lf", &v0[0], &v0[1], &v0[2], &v0[3]) == 4);
+      REQUIRE(std::sscanf(results[1].c_str(), "bw %lf %lf %lf %lf %lf", &v1[0], &v1[1], &v1[2], &v1[3], &v1[4]) == 5);
+      double gb = bytes * iters / 1e9;
+      WARN(fmt::format(
+          "{}: memcpy {:.2f} GB/s | direct {:.2f} GB/s, cpu {:.3f} s/GB | sink(sum) {:.2f} GB/s, cpu {:.3f} "
+          "s/GB",
+          mode.label, v1[0], v1[1], (v0[1] + v1[2]) / gb, v1[3], (v0[3] + v1[4]) / gb));
+    }
 }

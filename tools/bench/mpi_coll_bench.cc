@@ -17,9 +17,12 @@ size_t parseSize(const char* s) {
   char* end = nullptr;
   double v = std::strtod(s, &end);
   switch (*end) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+    case 'K':
+    case 'k': v *= 1024; break;
+    case 'M':
+    case 'm': v *= 1024 * 1024; break;
+    case 'G':
+    case 'g': v *= 1024.0 * 1024 * 1024; break;
     default: break;
   }
   return static_cast<size_t>(v);
@@ -33,7 +36,8 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   if (argc < 2) {
-    if (rank == 0) std::fprintf(stderr, "usage: mpi_coll_bench allreduce|allgather|reducescatter|bcast [-b -e -f -n -w]\n");
+    if (rank == 0)
+      std::fprintf(stderr, "usage: mpi_coll_bench allreduce|allgather|reducescatter|bcast [-b -e -f -n -w]\n");
     MPI_Finalize();
     return 2;
   }
@@ -59,7 +63,8 @@ int main(int argc, char** argv) {
     std::vector<float> send(std::max<size_t>(sendCount, 1), 1.0f), recv(std::max<size_t>(recvCount, 1), 0.0f);
     auto run = [&] {
       if (coll == "allreduce") MPI_Allreduce(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-      else if (coll == "allgather") MPI_Allgather(send.data(), count, MPI_FLOAT, recv.data(), count, MPI_FLOAT, MPI_COMM_WORLD);
+      else if (coll == "allgather")
+        MPI_Allgather(send.data(), count, MPI_FLOAT, recv.data(), count, MPI_FLOAT, MPI_COMM_WORLD);
       else if (coll == "reducescatter")
         MPI_Reduce_scatter_block(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       else MPI_Bcast(send.data(), count, MPI_FLOAT, 0, MPI_COMM_WORLD);
@@ -75,8 +80,8 @@ int main(int argc, char** argv) {
     double algbw = sizeBytes / 1e9 / secs;
     double factorBw = coll == "allreduce" ? 2.0 * (n - 1) / n : (nway ? double(n - 1) / n : 1.0);
     if (rank == 0)
-      std::printf("%12zu  %12zu  %8s  %6s  %6d  %9.2f  %7.2f  %7.2f  %6d\n", static_cast<size_t>(sizeBytes),
-                  count, "float", coll == "allreduce" || coll == "reducescatter" ? "sum" : "none", coll == "bcast" ? 0 : -1,
+      std::printf("%12zu  %12zu  %8s  %6s  %6d  %9.2f  %7.2f  %7.2f  %6d\n", static_cast<size_t>(sizeBytes), count,
+                  "float", coll == "allreduce" || coll == "reducescatter" ? "sum" : "none", coll == "bcast" ? 0 : -1,
                   secs * 1e6, algbw, algbw * factorBw, 0);
     std::fflush(stdout);
   }

@@ -62,9 +62,7 @@ void onSignal(int sig) {
   errno = saved;
 }
 
-double nowSec() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double nowSec() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 std::string signalName(int sig) {
   const char* abbrev = sigabbrev_np(sig);
@@ -105,8 +103,7 @@ std::string randomToken() {
 }
 
 /// The environment of rank r: ours, with the launcher variables and the --env settings on top.
-std::vector<std::string> rankEnvironment(const Options& o, int r, const std::string& commId,
-                                         const std::string& token) {
+std::vector<std::string> rankEnvironment(const Options& o, int r, const std::string& commId, const std::string& token) {
   std::vector<std::pair<std::string, std::string>> set = {
       {"HOCCL_RANK", std::to_string(r)},
       {"HOCCL_WORLD_SIZE", std::to_string(o.np)},
@@ -269,8 +266,8 @@ void Supervisor::onRankEnded(int r) {
   if (!failed || k.killedByUs || terminating_) return;
   std::string how = WIFSIGNALED(k.status) ? "was killed by signal " + signalName(WTERMSIG(k.status))
                                           : fmt::format("exited with code {}", WEXITSTATUS(k.status));
-  std::string msg = fmt::format("rank {} (pid {}) {}; stopping the other ranks (SIGTERM, SIGKILL after {} s)", r,
-                                k.pid, how, o_.graceSec);
+  std::string msg = fmt::format("rank {} (pid {}) {}; stopping the other ranks (SIGTERM, SIGKILL after {} s)", r, k.pid,
+                                how, o_.graceSec);
   terminateAll(SIGTERM, msg.c_str());
 }
 
@@ -432,7 +429,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "hoccl-run: pipe failed: {}\n", std::strerror(errno));
     return 1;
   }
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = onSignal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;

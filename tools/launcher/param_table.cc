@@ -27,8 +27,9 @@ std::string cell(const std::string& text) {
 }  // namespace
 
 std::string paramsText() {
-  std::string out = "hoccl parameters (environment HOCCL_<NAME>; the NCCL shim also reads NCCL_<NAME>, HOCCL_ wins).\n"
-                    "Integers are decimal or 0x hexadecimal; a value outside its range is an error.\n\n";
+  std::string out =
+      "hoccl parameters (environment HOCCL_<NAME>; the NCCL shim also reads NCCL_<NAME>, HOCCL_ wins).\n"
+      "Integers are decimal or 0x hexadecimal; a value outside its range is an error.\n\n";
   out += fmt::format("{:<28} {:<6} {:<12} {:<24} {:<12} {}\n", "NAME", "TYPE", "DEFAULT", "RANGE", "CURRENT",
                      "DESCRIPTION");
   for (const auto& p : params::all()) {
@@ -37,7 +38,9 @@ std::string paramsText() {
     // A long default (the subsystem list) gets a line of its own rather than pushing every column.
     const bool longDefault = p.defaultText.size() > 12;
     out += fmt::format("{:<28} {:<6} {:<12} {:<24} {:<12} {}\n", env, params::typeName(p.type),
-                       p.defaultText.empty() ? "-" : longDefault ? "(below)" : p.defaultText,
+                       p.defaultText.empty() ? "-"
+                       : longDefault         ? "(below)"
+                                             : p.defaultText,
                        p.integer ? rangeOf(p) : "-", cur && *cur ? cur : "-", p.doc);
     if (longDefault) out += fmt::format("{:<28} default: {}\n", "", p.defaultText);
   }

@@ -27,8 +27,8 @@ uint64_t parseCount(const std::string& text, const char* what) {
   }
   std::string suffix = text.substr(pos);
   for (auto& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  static const std::map<std::string, double> mult = {{"", 1}, {"K", 1e3}, {"M", 1e6}, {"B", 1e9}, {"G", 1e9},
-                                                     {"T", 1e12}};
+  static const std::map<std::string, double> mult = {{"", 1},    {"K", 1e3}, {"M", 1e6},
+                                                     {"B", 1e9}, {"G", 1e9}, {"T", 1e12}};
   auto it = mult.find(suffix);
   if (it == mult.end() || v < 0)
     hoccl::throwInvalidArgument(fmt::format("{} '{}': use a number with K, M, B or T", what, text));
@@ -46,12 +46,23 @@ double parseBytes(const std::string& text) {
   }
   std::string s = text.substr(pos);
   for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  static const std::map<std::string, double> mult = {
-      {"", 1}, {"B", 1}, {"K", 1024.0}, {"KIB", 1024.0}, {"KB", 1e3}, {"M", 1048576.0}, {"MIB", 1048576.0},
-      {"MB", 1e6}, {"G", 1073741824.0}, {"GIB", 1073741824.0}, {"GB", 1e9}, {"T", 1099511627776.0},
-      {"TIB", 1099511627776.0}, {"TB", 1e12}};
+  static const std::map<std::string, double> mult = {{"", 1},
+                                                     {"B", 1},
+                                                     {"K", 1024.0},
+                                                     {"KIB", 1024.0},
+                                                     {"KB", 1e3},
+                                                     {"M", 1048576.0},
+                                                     {"MIB", 1048576.0},
+                                                     {"MB", 1e6},
+                                                     {"G", 1073741824.0},
+                                                     {"GIB", 1073741824.0},
+                                                     {"GB", 1e9},
+                                                     {"T", 1099511627776.0},
+                                                     {"TIB", 1099511627776.0},
+                                                     {"TB", 1e12}};
   auto it = mult.find(s);
-  if (it == mult.end()) hoccl::throwInvalidArgument(fmt::format("memory '{}': use B, KiB, MiB, GiB, TiB or KB..TB", text));
+  if (it == mult.end())
+    hoccl::throwInvalidArgument(fmt::format("memory '{}': use B, KiB, MiB, GiB, TiB or KB..TB", text));
   return v * it->second;
 }
 
@@ -109,8 +120,9 @@ int main(int argc, char** argv) {
   app.add_option("--ranks,-n", ranks, "number of ranks N")->check(CLI::PositiveNumber);
   app.add_option("--group-size,-m", groupSize, "ranks per group m (default: all ranks of one host)");
   app.add_option("--level", level, "group level: host or switch")->capture_default_str();
-  app.add_option("--ranks-per-host", ranksPerHost, "ranks per host (default: the group size for --level host, "
-                                                    "else 1)");
+  app.add_option("--ranks-per-host", ranksPerHost,
+                 "ranks per host (default: the group size for --level host, "
+                 "else 1)");
   app.add_option("--hosts-per-switch", hostsPerSwitch, "hosts per switch (default: one switch)");
   app.add_option("--topology", topoFile, "topology JSON (switches -> hosts) instead of --ranks and sizes");
   app.add_option("--strategy,-s", strategy, "three letters N/I/G for P, G, OS, or ddp, zero1, zero2, zero3, mics, hsdp")
@@ -121,8 +133,9 @@ int main(int argc, char** argv) {
   app.add_option("--micro-steps,-A", microSteps, "gradient-accumulation micro-steps per step")
       ->check(CLI::PositiveNumber);
   app.add_option("--memory", memory, "memory budget per rank for model states, e.g. 80GiB");
-  app.add_option("--bandwidth", bandwidth, "intra=..,inter=..,spine=.. (per rank, per host NIC, per switch uplink; "
-                                           "e.g. intra=150GB/s,inter=400Gbit)");
+  app.add_option("--bandwidth", bandwidth,
+                 "intra=..,inter=..,spine=.. (per rank, per host NIC, per switch uplink; "
+                 "e.g. intra=150GB/s,inter=400Gbit)");
   app.add_option("--bytes-p", bytesP, "bytes per parameter element")->capture_default_str();
   app.add_option("--bytes-g", bytesG, "bytes per gradient element")->capture_default_str();
   app.add_option("--bytes-os", bytesOS, "bytes of optimizer state per trainable element")->capture_default_str();
@@ -145,7 +158,8 @@ int main(int argc, char** argv) {
       const int perHost = ranksPerHost > 0 ? ranksPerHost : 1;
       const int m = groupSize > 0 ? groupSize : ranks;
       if (m % perHost != 0)
-        hoccl::throwInvalidArgument(fmt::format("--group-size {} is not a multiple of --ranks-per-host {}", m, perHost));
+        hoccl::throwInvalidArgument(
+            fmt::format("--group-size {} is not a multiple of --ranks-per-host {}", m, perHost));
       q.layout = makeLayout(regularTopology(ranks, perHost, m / perHost), lv);
     }
     q.strategy = parseStrategy(strategy);
@@ -161,8 +175,8 @@ int main(int argc, char** argv) {
     if (!memory.empty()) q.budget = parseBytes(memory);
     if (!bandwidth.empty()) parseBandwidths(bandwidth, q.links);
     if (q.size.trainable > q.size.params)
-      hoccl::throwInvalidArgument(fmt::format("--trainable {} is more than --params {}", q.size.trainable,
-                                              q.size.params));
+      hoccl::throwInvalidArgument(
+          fmt::format("--trainable {} is more than --params {}", q.size.trainable, q.size.params));
     if (json) {
       std::cout << tool::toJson(q, rankAll).dump(2) << "\n";
     } else {

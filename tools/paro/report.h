@@ -14,11 +14,11 @@ namespace hoccl::paro::tool {
 
 /// Everything the tool was asked about.
 struct Query {
-  Layout layout;                       ///< ranks in groups
-  Strategy strategy;                   ///< the strategy to show
-  ModelSize size;                      ///< the model
-  int microSteps = 1;                  ///< A
-  double budget = 0;                   ///< memory budget per rank in bytes (0 = none)
+  Layout layout;                            ///< ranks in groups
+  Strategy strategy;                        ///< the strategy to show
+  ModelSize size;                           ///< the model
+  int microSteps = 1;                       ///< A
+  double budget = 0;                        ///< memory budget per rank in bytes (0 = none)
   LinkModel links = LinkModel::defaults();  ///< latency and bandwidth per link class
 };
 

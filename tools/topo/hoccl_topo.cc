@@ -42,7 +42,8 @@ std::vector<int> splitInts(const std::string& text, char sep, const std::string&
       if (used != item.size() || v <= 0) throw std::invalid_argument(item);
       out.push_back(v);
     } catch (const std::exception&) {
-      throw std::runtime_error(fmt::format("bad {} '{}': expected positive integers separated by '{}'", what, text, sep));
+      throw std::runtime_error(
+          fmt::format("bad {} '{}': expected positive integers separated by '{}'", what, text, sep));
     }
   }
   return out;
@@ -100,8 +101,8 @@ std::string predictText(const topo::Topology& t, const std::string& spec) {
     const sched::CollArgs args{c, 0, t.nranks, count, 0, 0};
     auto p = algo::predictAlgorithm(algo::byName(name), args, t, 4, model);
     double factor = c == sched::Coll::AllReduce ? 2.0 * (t.nranks - 1) / t.nranks : double(t.nranks - 1) / t.nranks;
-    out += fmt::format("  {:8s} {} {} B: {:10.1f} us, busbw {:7.3f} GB/s, inter-switch {:.0f} B, {} messages\n",
-                       name, coll, bytes, p.seconds * 1e6, p.seconds > 0 ? bytes * factor / p.seconds / 1e9 : 0.0,
+    out += fmt::format("  {:8s} {} {} B: {:10.1f} us, busbw {:7.3f} GB/s, inter-switch {:.0f} B, {} messages\n", name,
+                       coll, bytes, p.seconds * 1e6, p.seconds > 0 ? bytes * factor / p.seconds / 1e9 : 0.0,
                        p.bytes[hocclLinkInterSwitch], p.messages);
   }
   return out;
@@ -156,8 +157,9 @@ int main(int argc, char** argv) {
   CLI::App app{"hoccl-topo: the topology hoccl sees (switches, hosts, ranks) and the rings of every HO-Ring level"};
   Options o;
   auto* shape = app.add_option("--shape", o.shape, "offline: a regular SWITCHESxHOSTSxRANKS cluster, e.g. 2x2x2");
-  auto* hosts = app.add_option("--hosts", o.hosts, "offline: ranks per host, hosts by ',', switches by ';' "
-                                                   "(e.g. \"2,2;2,2,2\")");
+  auto* hosts = app.add_option("--hosts", o.hosts,
+                               "offline: ranks per host, hosts by ',', switches by ';' "
+                               "(e.g. \"2,2;2,2,2\")");
   auto* file = app.add_option("--topology", o.topologyFile, "offline: a topology file (JSON or Slurm topology.conf)");
   app.add_option("--ranks-per-host", o.ranksPerHost, "ranks on every host of --topology")->check(CLI::PositiveNumber);
   app.add_flag("--json", o.json, "print JSON");

@@ -58,7 +58,8 @@ void allowSiblingsToAttach() {
   std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
   int scope = 0;
   if (yama >> scope && scope == 1 && prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) == 0)
-    HOCCL_INFO(kShm, "shm: Yama ptrace_scope=1: this process allows processes of its user to read its memory (single "
+    HOCCL_INFO(kShm,
+               "shm: Yama ptrace_scope=1: this process allows processes of its user to read its memory (single "
                "copy between ranks); set HOCCL_CMA_MIN_BYTES=0 to keep the default protection");
 }
 
@@ -84,7 +85,8 @@ void* mapNamed(const std::string& name, bool create, size_t& bytes) {
   if (err) {
     if (create) shm_unlink(name.c_str());
     throwSystemError(fmt::format("shm: cannot size or map the small-message arena {} ({} bytes); check free space "
-                                 "in /dev/shm, or set HOCCL_SMALL_MAX_BYTES=0 to go without it", name, bytes),
+                                 "in /dev/shm, or set HOCCL_SMALL_MAX_BYTES=0 to go without it",
+                                 name, bytes),
                      err);
   }
   return base;
@@ -127,9 +129,11 @@ std::unique_ptr<Arena> Arena::connect(const ConnectContext& ctx, size_t maxBytes
       if (h->magic != kArenaMagic || h->nranks != static_cast<uint64_t>(ctx.nranks) || h->maxBytes != maxBytes ||
           h->regionBytes != regionBytes || bytes < kPage + regionBytes * static_cast<size_t>(ctx.nranks)) {
         munmap(base, bytes);
-        throwInternalError(fmt::format("shm: the small-message arena {} has another geometry ({} ranks, {} bytes) "
-                                       "than this rank expects ({} ranks, {} bytes): do all ranks set the same "
-                                       "HOCCL_SMALL_MAX_BYTES?", name, h->nranks, h->maxBytes, ctx.nranks, maxBytes));
+        throwInternalError(
+            fmt::format("shm: the small-message arena {} has another geometry ({} ranks, {} bytes) "
+                        "than this rank expects ({} ranks, {} bytes): do all ranks set the same "
+                        "HOCCL_SMALL_MAX_BYTES?",
+                        name, h->nranks, h->maxBytes, ctx.nranks, maxBytes));
       }
     }
     arena.reset(new Arena(name, base, bytes, maxBytes, regionBytes));
@@ -152,8 +156,10 @@ std::unique_ptr<Arena> Arena::connect(const ConnectContext& ctx, size_t maxBytes
   }
   ctx.bootstrap->allGather(readable.data(), 1);
   arena->crossMemory_ = std::all_of(readable.begin(), readable.end(), [](uint8_t ok) { return ok != 0; });
-  HOCCL_INFO(kShm, "shm: rank {} mapped the small-message arena ({} ranks, {} slots of {} bytes); single copy between "
-             "processes {}", ctx.rank, ctx.nranks, kArenaSlots, maxBytes, arena->crossMemory_ ? "allowed" : "not allowed");
+  HOCCL_INFO(kShm,
+             "shm: rank {} mapped the small-message arena ({} ranks, {} slots of {} bytes); single copy between "
+             "processes {}",
+             ctx.rank, ctx.nranks, kArenaSlots, maxBytes, arena->crossMemory_ ? "allowed" : "not allowed");
   return arena;
 }
 

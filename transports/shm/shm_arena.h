@@ -49,9 +49,9 @@ static_assert(sizeof(CallStamp) == 16, "a call stamp takes 16 bytes of the line"
 
 /// One cache line of a rank's region: sequence number, call stamp and inline payload.
 struct alignas(64) ArenaLine {
-  std::atomic<uint64_t> seq;                          ///< number of the last operation published in this line
-  CallStamp stamp;                                    ///< the call that operation belongs to
-  alignas(8) char inlineData[kArenaInlineBytes];      ///< payload of that operation when it fits
+  std::atomic<uint64_t> seq;                      ///< number of the last operation published in this line
+  CallStamp stamp;                                ///< the call that operation belongs to
+  alignas(8) char inlineData[kArenaInlineBytes];  ///< payload of that operation when it fits
 };
 static_assert(sizeof(ArenaLine) == 64, "one arena line per cache line");
 

@@ -41,10 +41,11 @@ void* mapFd(int fd, size_t bytes, const std::string& name) {
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (base == MAP_FAILED) {
     int err = errno;
-    throwSystemError(fmt::format("shm: cannot map segment {} ({} bytes); check free space in /dev/shm (df -h /dev/shm), "
-                                 "or lower HOCCL_SHM_SLOTS / HOCCL_SHM_SLOT_SIZE, or set HOCCL_SHM_DISABLE=1",
-                                 name, bytes),
-                     err);
+    throwSystemError(
+        fmt::format("shm: cannot map segment {} ({} bytes); check free space in /dev/shm (df -h /dev/shm), "
+                    "or lower HOCCL_SHM_SLOTS / HOCCL_SHM_SLOT_SIZE, or set HOCCL_SHM_DISABLE=1",
+                    name, bytes),
+        err);
   }
   return base;
 }
@@ -142,9 +143,10 @@ std::unique_ptr<Segment> Segment::open(const std::string& name, int sender, int 
   const SegmentHeader* h = seg->header();
   if (h->magic != kSegmentMagic || h->sender != sender || h->receiver != receiver || h->slots == 0 ||
       h->slots > kMaxSlots || h->slotBytes == 0 || segmentBytes(h->slotBytes, h->slots) > seg->bytes_)
-    throwInternalError(fmt::format("shm: segment {} has a bad header (magic {:#x}, ranks {}->{}, {} slots of {} bytes); "
-                                   "is another job using the same name?",
-                                   name, h->magic, h->sender, h->receiver, h->slots, h->slotBytes));
+    throwInternalError(
+        fmt::format("shm: segment {} has a bad header (magic {:#x}, ranks {}->{}, {} slots of {} bytes); "
+                    "is another job using the same name?",
+                    name, h->magic, h->sender, h->receiver, h->slots, h->slotBytes));
   return seg;
 }
 
@@ -180,15 +182,16 @@ ShmChannel::~ShmChannel() = default;
 
 void ShmChannel::postSend(const void* data, size_t bytes) {
   if (bytes == 0) return;  // both sides skip empty messages: nothing to match
-  if (!data) throwInvalidArgument(fmt::format("shm: send of {} bytes to rank {} from a null buffer", bytes, peer_.rank));
+  if (!data)
+    throwInvalidArgument(fmt::format("shm: send of {} bytes to rank {} from a null buffer", bytes, peer_.rank));
   sends_.push_back({static_cast<const char*>(data), bytes, 0});
 }
 
 void ShmChannel::postRecv(size_t bytes, RecvTarget target) {
   if (bytes == 0) return;
   if (!target.direct && !target.sink)
-    throwInvalidArgument(fmt::format("shm: receive of {} bytes from rank {} has neither a buffer nor a sink", bytes,
-                                     peer_.rank));
+    throwInvalidArgument(
+        fmt::format("shm: receive of {} bytes from rank {} has neither a buffer nor a sink", bytes, peer_.rank));
   recvs_.push_back({bytes, 0, std::move(target)});
 }
 
@@ -224,15 +227,14 @@ bool ShmChannel::progressRecvs() {
     PendingRecv& r = recvs_.front();
     bool endsHere = r.done + info.bytes == r.bytes;
     if (info.bytes == 0 || r.done + info.bytes > r.bytes || endsHere != (info.last != 0))
-      throwMismatch(fmt::format("shm: message size mismatch with {}: a receive of {} bytes (got {} so far) met a "
-                                "slot of {} bytes (end of message: {}); nothing more was read. The two ranks posted "
-                                "different sizes: their calls differ (count, type, collective or order)",
-                                describePeer(peer_), r.bytes, r.done, info.bytes, info.last != 0));
+      throwMismatch(
+          fmt::format("shm: message size mismatch with {}: a receive of {} bytes (got {} so far) met a "
+                      "slot of {} bytes (end of message: {}); nothing more was read. The two ranks posted "
+                      "different sizes: their calls differ (count, type, collective or order)",
+                      describePeer(peer_), r.bytes, r.done, info.bytes, info.last != 0));
     const char* src = info.kind == kSlotInline ? info.inlineData : in_->slot(inTail_);
-    if (r.target.direct)
-      std::memcpy(static_cast<char*>(r.target.direct) + r.done, src, info.bytes);
-    else
-      r.target.sink(src, r.done, info.bytes);
+    if (r.target.direct) std::memcpy(static_cast<char*>(r.target.direct) + r.done, src, info.bytes);
+    else r.target.sink(src, r.done, info.bytes);
     r.done += info.bytes;
     inHdr_->tail.store(++inTail_, std::memory_order_release);
     moved = true;
@@ -307,10 +309,11 @@ void ShmChannel::checkPeer(bool force) {
 }
 
 void ShmChannel::peerGone(const std::string& why) const {
-  throwRemoteError(fmt::format("shm: rank {} lost its peer {}: {} while {} send(s) and {} receive(s) were pending. "
-                               "Look at the peer's output for the cause (crash, OOM kill, abort, or a different "
-                               "sequence of collective calls on that rank)",
-                               self_.rank, describePeer(peer_), why, sends_.size(), recvs_.size()));
+  throwRemoteError(
+      fmt::format("shm: rank {} lost its peer {}: {} while {} send(s) and {} receive(s) were pending. "
+                  "Look at the peer's output for the cause (crash, OOM kill, abort, or a different "
+                  "sequence of collective calls on that rank)",
+                  self_.rank, describePeer(peer_), why, sends_.size(), recvs_.size()));
 }
 
 }  // namespace hoccl::transport::shm

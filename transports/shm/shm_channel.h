@@ -46,11 +46,11 @@ constexpr uint32_t kInlineBytes = 40;
 /// (release). The receiver polls the `seq` of the next slot it expects (acquire) instead of the ring's head, so a
 /// small message costs the receiver a single cache-line transfer.
 struct alignas(64) SlotInfo {
-  std::atomic<uint64_t> seq;  ///< n+1 once the n-th slot (counting from 0) is published here
-  uint32_t bytes;             ///< payload bytes in the slot
-  uint32_t last;              ///< 1 if this slot ends its message
-  uint32_t kind;              ///< kSlotData or kSlotInline
-  uint32_t reserved;          ///< keeps inlineData 8-byte aligned (sinks read it as typed elements)
+  std::atomic<uint64_t> seq;                 ///< n+1 once the n-th slot (counting from 0) is published here
+  uint32_t bytes;                            ///< payload bytes in the slot
+  uint32_t last;                             ///< 1 if this slot ends its message
+  uint32_t kind;                             ///< kSlotData or kSlotInline
+  uint32_t reserved;                         ///< keeps inlineData 8-byte aligned (sinks read it as typed elements)
   alignas(8) char inlineData[kInlineBytes];  ///< the payload when kind == kSlotInline
 };
 static_assert(sizeof(SlotInfo) == 64, "one slot descriptor per cache line");
@@ -61,17 +61,17 @@ constexpr uint32_t kSlotInline = 2;
 
 /// The control block at the start of every segment.
 struct SegmentHeader {
-  uint64_t magic;      ///< kSegmentMagic once initialised
-  uint32_t slotBytes;  ///< size of one slot (multiple of 4096)
-  uint32_t slots;      ///< number of slots (1..kMaxSlots)
-  int32_t sender;      ///< rank that writes
-  int32_t receiver;    ///< rank that reads
-  int32_t senderPid;   ///< sender's process id
-  alignas(64) std::atomic<uint64_t> head;      ///< slots published by the sender
-  alignas(64) std::atomic<uint64_t> tail;      ///< slots released by the receiver
-  alignas(64) std::atomic<uint32_t> bell;      ///< futex word the receiver of this segment sleeps on
-  std::atomic<uint32_t> sleeping;              ///< non-zero while the receiver is (about to be) asleep on bell
-  SlotInfo info[kMaxSlots];                    ///< metadata of each slot (one cache line each)
+  uint64_t magic;                          ///< kSegmentMagic once initialised
+  uint32_t slotBytes;                      ///< size of one slot (multiple of 4096)
+  uint32_t slots;                          ///< number of slots (1..kMaxSlots)
+  int32_t sender;                          ///< rank that writes
+  int32_t receiver;                        ///< rank that reads
+  int32_t senderPid;                       ///< sender's process id
+  alignas(64) std::atomic<uint64_t> head;  ///< slots published by the sender
+  alignas(64) std::atomic<uint64_t> tail;  ///< slots released by the receiver
+  alignas(64) std::atomic<uint32_t> bell;  ///< futex word the receiver of this segment sleeps on
+  std::atomic<uint32_t> sleeping;          ///< non-zero while the receiver is (about to be) asleep on bell
+  SlotInfo info[kMaxSlots];                ///< metadata of each slot (one cache line each)
 };
 
 /// A mapped shared-memory segment (RAII: unmapped on destruction, and unlinked if this side still owns the name).
@@ -165,7 +165,7 @@ class ShmChannel final : public Channel {
   std::deque<PendingSend> sends_;
   std::deque<PendingRecv> recvs_;
   std::chrono::steady_clock::time_point nextCheck_;
-  uint32_t idlePolls_ = 0;       ///< idle progress calls; the peer's liveness is checked every 256th
+  uint32_t idlePolls_ = 0;  ///< idle progress calls; the peer's liveness is checked every 256th
 };
 
 /// True if process `pid` is alive (exists and is not a zombie).

@@ -54,8 +54,8 @@ Exchange::Exchange(ArenaSession& session, const CollCall& call, Protocol protoco
     : session_(session), call_(call), stamp_(stampOf(call, protocol)), seq_(session.nextSeq()), payload_(payload),
       bytes_(bytes), needsAll_(needsAll), only_(only) {
   if (bytes > session.arena().maxBytes())
-    throwInternalError(fmt::format("shm arena round of {} bytes exceeds the arena's {} bytes", bytes,
-                                   session.arena().maxBytes()));
+    throwInternalError(
+        fmt::format("shm arena round of {} bytes exceeds the arena's {} bytes", bytes, session.arena().maxBytes()));
   if (payload && bytes <= kArenaInlineBytes) {  // small enough to keep: the caller's copy may be gone by publishing
     std::memcpy(inlineCopy_, payload, bytes);
     payload_ = inlineCopy_;
@@ -98,12 +98,13 @@ void Exchange::agree(int r) const {
   const CallStamp theirs = session_.arena().line(r, seq_).stamp;
   if (theirs == stamp_) return;
   const auto& ctx = session_.ctx();
-  throwMismatch(fmt::format("{}: the calls do not match at operation #{} of this communicator: this rank called {} "
-                          "[{}], but {} called {} [{}]. Nothing was read or written. Every rank must make the same "
-                          "collective calls in the same order, with the same count, type, op and root.",
-                          ctx.who, seq_, describeCall(call_), protocolName(static_cast<Protocol>(stamp_.protocol)),
-                          session_.describeRank(r), describeCall(callOf(theirs)),
-                          protocolName(static_cast<Protocol>(theirs.protocol))));
+  throwMismatch(
+      fmt::format("{}: the calls do not match at operation #{} of this communicator: this rank called {} "
+                  "[{}], but {} called {} [{}]. Nothing was read or written. Every rank must make the same "
+                  "collective calls in the same order, with the same count, type, op and root.",
+                  ctx.who, seq_, describeCall(call_), protocolName(static_cast<Protocol>(stamp_.protocol)),
+                  session_.describeRank(r), describeCall(callOf(theirs)),
+                  protocolName(static_cast<Protocol>(theirs.protocol))));
 }
 
 bool Exchange::waitMore() {
@@ -122,9 +123,10 @@ void Exchange::check() {
     for (int r = 0; r < session_.nranks(); ++r) {  // only those it waits for: the others may have finished and left
       const boot::RankInfo& info = ctx.connect->peers[r];
       if (!waitingOn(r) || info.pid == getpid() || processAlive(info.pid)) continue;
-      throwRemoteError(fmt::format("{}: {} lost its peer {}: its process has exited or was killed. Look at that "
-                                   "rank's output for the cause (crash, OOM kill, abort)",
-                                   ctx.who, what(), describePeer(info)));
+      throwRemoteError(
+          fmt::format("{}: {} lost its peer {}: its process has exited or was killed. Look at that "
+                      "rank's output for the cause (crash, OOM kill, abort)",
+                      ctx.who, what(), describePeer(info)));
     }
   }
   static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());

@@ -149,9 +149,10 @@ void SingleCopyOp::checkRanges() const {
 }
 
 [[noreturn]] void SingleCopyOp::copyFailed(int peer, const char* how, int err) const {
-  throwRemoteError(fmt::format("{}: {} [single copy] could not {} the memory of {}: {}. The peer may have died; if "
-                               "it is alive, set HOCCL_CMA_MIN_BYTES=0 to copy through shared memory instead",
-                               s_.ctx().who, describeCall(call_), how, s_.describeRank(peer), std::strerror(err)));
+  throwRemoteError(
+      fmt::format("{}: {} [single copy] could not {} the memory of {}: {}. The peer may have died; if "
+                  "it is alive, set HOCCL_CMA_MIN_BYTES=0 to copy through shared memory instead",
+                  s_.ctx().who, describeCall(call_), how, s_.describeRank(peer), std::strerror(err)));
 }
 
 // Copies `bytes` from `remote` in peer's address space to `local` (or the other way round when push).
@@ -261,7 +262,10 @@ SingleCopyShortcut::SingleCopyShortcut(std::shared_ptr<ArenaSession> session)
 
 bool SingleCopyShortcut::canRun(const CollCall& call) const {
   switch (call.coll) {
-    case Coll::AllReduce: case Coll::Broadcast: case Coll::AllGather: case Coll::ReduceScatter: break;
+    case Coll::AllReduce:
+    case Coll::Broadcast:
+    case Coll::AllGather:
+    case Coll::ReduceScatter: break;
     default: return false;
   }
   if (minBytes_ == 0 || call.op >= hocclNumOps || !hostKind(call.sendKind) || !hostKind(call.recvKind)) return false;
@@ -279,8 +283,14 @@ double SingleCopyShortcut::predictSeconds(const CollCall& call, const topo::Link
   const double bytes = static_cast<double>(call.count * elemSize(call));
   double crossing = 0, reduced = 0;  // bytes one rank copies across processes, and reduces
   switch (call.coll) {
-    case Coll::AllReduce: crossing = 2 * (n - 1) / n * bytes; reduced = (n - 1) / n * bytes; break;
-    case Coll::ReduceScatter: crossing = (n - 1) * bytes; reduced = (n - 1) * bytes; break;
+    case Coll::AllReduce:
+      crossing = 2 * (n - 1) / n * bytes;
+      reduced = (n - 1) / n * bytes;
+      break;
+    case Coll::ReduceScatter:
+      crossing = (n - 1) * bytes;
+      reduced = (n - 1) * bytes;
+      break;
     case Coll::AllGather: crossing = (n - 1) * bytes; break;
     default: crossing = bytes; break;  // broadcast: every receiver pulls the message
   }

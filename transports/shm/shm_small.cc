@@ -130,8 +130,11 @@ void SmallOp::finish() {
 
 bool SmallShortcut::canRun(const CollCall& call) const {
   switch (call.coll) {
-    case Coll::AllReduce: case Coll::Reduce: case Coll::Broadcast: case Coll::AllGather: case Coll::ReduceScatter:
-      break;
+    case Coll::AllReduce:
+    case Coll::Reduce:
+    case Coll::Broadcast:
+    case Coll::AllGather:
+    case Coll::ReduceScatter: break;
     default: return false;
   }
   if (call.op >= hocclNumOps || !hostKind(call.sendKind) || !hostKind(call.recvKind)) return false;

@@ -51,10 +51,11 @@ std::string ShmTransport::segmentName(const std::string& jobTag, int from, int t
 }
 
 std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectContext& ctx,
-                                                               const std::vector<int>& peers) {
+                                                              const std::vector<int>& peers) {
   for (int p : peers)
     if (!canConnect(ctx, p))
-      throwInternalError(fmt::format("shm: asked to connect rank {} to rank {}, which is on another host", ctx.rank, p));
+      throwInternalError(
+          fmt::format("shm: asked to connect rank {} to rank {}, which is on another host", ctx.rank, p));
 
   std::map<int, std::unique_ptr<Segment>> out, in;
   try {
@@ -83,8 +84,10 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectConte
     const boot::RankInfo& peer = ctx.peers.at(p);
     bool checkPid = peer.pid != self.pid;
     if (checkPid && !processAlive(peer.pid)) {  // another pid namespace (containers sharing /dev/shm): cannot watch
-      HOCCL_WARN(kShm, "shm: rank {} cannot see the process of {}; a dead peer will only be noticed by the timeout "
-                 "(HOCCL_TIMEOUT)", ctx.rank, describePeer(peer));
+      HOCCL_WARN(kShm,
+                 "shm: rank {} cannot see the process of {}; a dead peer will only be noticed by the timeout "
+                 "(HOCCL_TIMEOUT)",
+                 ctx.rank, describePeer(peer));
       checkPid = false;
     }
     channels[p] = std::make_unique<ShmChannel>(self, peer, checkPid, std::move(out[p]), std::move(in[p]));
@@ -100,8 +103,9 @@ std::vector<std::unique_ptr<Shortcut>> ShmTransport::shortcuts(const ShortcutCon
   // The same answer on every rank: all of them share this host, and the parameters are the job's.
   if (!reachesAll || ctx.connect->nranks < 2 || smallMax <= 0) return out;
   const bool singleCopyWanted = params::CMA_MIN_BYTES.get() > 0;
-  auto session = std::make_shared<ArenaSession>(
-      Arena::connect(*ctx.connect, static_cast<size_t>(smallMax), singleCopyWanted), ctx);
+  auto session = std::make_shared<ArenaSession>(Arena::connect(*ctx.connect, static_cast<size_t>(smallMax),
+                                                               singleCopyWanted),
+                                                ctx);
   out.push_back(std::make_unique<SmallShortcut>(session));
   if (session->arena().crossMemory()) out.push_back(std::make_unique<SingleCopyShortcut>(session));
   return out;

@@ -17,7 +17,6 @@
 
 namespace hoccl::transport::shm {
 
-
 /// The shm transport.
 class ShmTransport final : public Transport {
  public:

@@ -32,7 +32,8 @@ TcpChannel::~TcpChannel() = default;
 
 void TcpChannel::postSend(const void* data, size_t bytes) {
   if (bytes == 0) return;  // both sides skip empty messages
-  if (!data) throwInvalidArgument(fmt::format("tcp: send of {} bytes to rank {} from a null buffer", bytes, peer_.rank));
+  if (!data)
+    throwInvalidArgument(fmt::format("tcp: send of {} bytes to rank {} from a null buffer", bytes, peer_.rank));
   uint64_t seq = sendPosted_++;
   size_t stripes = (bytes + stripeBytes_ - 1) / stripeBytes_;
   sendMsgs_.push_back({stripes});
@@ -46,8 +47,8 @@ void TcpChannel::postSend(const void* data, size_t bytes) {
 void TcpChannel::postRecv(size_t bytes, RecvTarget target) {
   if (bytes == 0) return;
   if (!target.direct && !target.sink)
-    throwInvalidArgument(fmt::format("tcp: receive of {} bytes from rank {} has neither a buffer nor a sink", bytes,
-                                     peer_.rank));
+    throwInvalidArgument(
+        fmt::format("tcp: receive of {} bytes from rank {} has neither a buffer nor a sink", bytes, peer_.rank));
   uint64_t seq = recvPosted_++;
   size_t stripes = (bytes + stripeBytes_ - 1) / stripeBytes_;
   char* base = static_cast<char*>(target.direct);
@@ -175,12 +176,13 @@ void TcpChannel::waitForActivity(int timeoutMicros) {
 void TcpChannel::fail(const std::string& what, int err) const {
   std::string reason = err ? fmt::format("{} failed: {}", what, std::strerror(err)) : what;
   std::string selfHost(self_.hostname, strnlen(self_.hostname, sizeof(self_.hostname)));
-  throwRemoteError(fmt::format("tcp: rank {} lost its peer {}: {} ({} send(s), {} receive(s) pending). The peer "
-                               "process probably exited, crashed or was killed: check its output. If it is still "
-                               "running, check the network between {} and the peer's host (firewall, "
-                               "HOCCL_SOCKET_IFNAME)",
-                               self_.rank, describePeer(peer_), reason, sendMsgs_.size(), recvMsgs_.size(),
-                               selfHost.empty() ? "this host" : selfHost));
+  throwRemoteError(
+      fmt::format("tcp: rank {} lost its peer {}: {} ({} send(s), {} receive(s) pending). The peer "
+                  "process probably exited, crashed or was killed: check its output. If it is still "
+                  "running, check the network between {} and the peer's host (firewall, "
+                  "HOCCL_SOCKET_IFNAME)",
+                  self_.rank, describePeer(peer_), reason, sendMsgs_.size(), recvMsgs_.size(),
+                  selfHost.empty() ? "this host" : selfHost));
 }
 
 }  // namespace hoccl::transport::tcp

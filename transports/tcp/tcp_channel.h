@@ -57,12 +57,12 @@ class TcpChannel final : public Channel {
     uint64_t nextDeliver;  ///< global index of the next stripe to hand to the sink
   };
   struct Stripe {
-    uint64_t index;    ///< global stripe number in this direction
-    uint64_t msg;      ///< message sequence number in this direction
-    char* base;        ///< sends: source; direct receives: destination; sink receives: null (staging)
-    size_t offset;     ///< offset in the message
-    size_t bytes;      ///< stripe length
-    size_t done = 0;   ///< bytes moved so far
+    uint64_t index;   ///< global stripe number in this direction
+    uint64_t msg;     ///< message sequence number in this direction
+    char* base;       ///< sends: source; direct receives: destination; sink receives: null (staging)
+    size_t offset;    ///< offset in the message
+    size_t bytes;     ///< stripe length
+    size_t done = 0;  ///< bytes moved so far
   };
   struct Conn {
     net::Fd fd;

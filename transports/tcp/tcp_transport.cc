@@ -37,8 +37,8 @@ struct Card {
 };
 
 /// Accepts the connections expected from higher peers; returns them by peer, indexed by connection.
-std::map<int, std::vector<net::Fd>> acceptAll(const ConnectContext& ctx, int listenFd,
-                                              std::map<int, int> expected, net::Deadline deadline) {
+std::map<int, std::vector<net::Fd>> acceptAll(const ConnectContext& ctx, int listenFd, std::map<int, int> expected,
+                                              net::Deadline deadline) {
   std::map<int, std::vector<net::Fd>> got;
   size_t missing = 0;
   for (auto& [p, n] : expected) {
@@ -55,9 +55,10 @@ std::map<int, std::vector<net::Fd>> acceptAll(const ConnectContext& ctx, int lis
       for (auto& [p, socks] : got)
         for (size_t i = 0; i < socks.size(); ++i)
           if (!socks[i]) who += fmt::format(" {}#{}", describePeer(ctx.peers.at(p)), i);
-      throwRemoteError(fmt::format("tcp: rank {} timed out waiting for connections from:{} ({}). Those ranks may "
-                                   "have failed during init, or cannot reach this host (firewall, HOCCL_SOCKET_IFNAME)",
-                                   ctx.rank, who, e.what()));
+      throwRemoteError(
+          fmt::format("tcp: rank {} timed out waiting for connections from:{} ({}). Those ranks may "
+                      "have failed during init, or cannot reach this host (firewall, HOCCL_SOCKET_IFNAME)",
+                      ctx.rank, who, e.what()));
     }
     net::Hello hello;
     auto helloDeadline = std::min(deadline, net::Clock::now() + std::chrono::seconds(10));
@@ -66,7 +67,8 @@ std::map<int, std::vector<net::Fd>> acceptAll(const ConnectContext& ctx, int lis
     bool ok = hello.tag == tag && it != got.end() && hello.index >= 0 &&
               static_cast<size_t>(hello.index) < it->second.size() && !it->second[hello.index];
     if (!ok) {
-      HOCCL_WARN(kNet, "tcp: rank {} dropped a connection that proved the secret but claims rank {} connection {} "
+      HOCCL_WARN(kNet,
+                 "tcp: rank {} dropped a connection that proved the secret but claims rank {} connection {} "
                  "with tag {:#x} (expected tag {:#x}); a stale or misconfigured process of this job?",
                  ctx.rank, hello.rank, hello.index, hello.tag, tag);
       continue;
@@ -86,7 +88,7 @@ TcpTransport::TcpTransport() {
 }
 
 std::map<int, std::unique_ptr<Channel>> TcpTransport::connect(const ConnectContext& ctx,
-                                                               const std::vector<int>& peers) {
+                                                              const std::vector<int>& peers) {
   std::set<int> peerSet(peers.begin(), peers.end());
   net::Fd listener;
   std::vector<Card> cards(ctx.nranks);
@@ -112,9 +114,10 @@ std::map<int, std::unique_ptr<Channel>> TcpTransport::connect(const ConnectConte
       continue;
     }
     if (!card.listening)
-      throwInternalError(fmt::format("tcp: rank {} wants a tcp channel to rank {}, which does not expect one; the "
-                                     "ranks disagree on the transport (different HOCCL_SHM_DISABLE or host ids?)",
-                                     ctx.rank, p));
+      throwInternalError(
+          fmt::format("tcp: rank {} wants a tcp channel to rank {}, which does not expect one; the "
+                      "ranks disagree on the transport (different HOCCL_SHM_DISABLE or host ids?)",
+                      ctx.rank, p));
     std::string what = fmt::format("tcp: rank {} connecting to {} at {}", ctx.rank, describePeer(ctx.peers.at(p)),
                                    card.addr.toString());
     for (int i = 0; i < n; ++i) {

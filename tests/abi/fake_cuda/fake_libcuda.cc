@@ -37,8 +37,8 @@ int cuDeviceGetCount(int* n) {
 int cuPointerGetAttribute(void* data, int attribute, unsigned long long ptr) {
   if (!inDeviceRange(ptr)) return 1;  // CUDA_ERROR_INVALID_VALUE: not a CUDA pointer
   unsigned value = 0;
-  if (attribute == 2) value = 2;      // CU_POINTER_ATTRIBUTE_MEMORY_TYPE: CU_MEMORYTYPE_DEVICE
-  else if (attribute == 8) value = 0; // CU_POINTER_ATTRIBUTE_IS_MANAGED: no
+  if (attribute == 2) value = 2;       // CU_POINTER_ATTRIBUTE_MEMORY_TYPE: CU_MEMORYTYPE_DEVICE
+  else if (attribute == 8) value = 0;  // CU_POINTER_ATTRIBUTE_IS_MANAGED: no
   else return 1;
   std::memcpy(data, &value, sizeof value);
   return 0;
