@@ -8,8 +8,8 @@
  *   - records kRootVerdict in the communicator's Health (Health::fail: every wait sees it with one atomic load);
  *   - on kRootClosing remembers that the root's process exits normally;
  *   - answers kRootPing with kRankPong (while a failure is being judged: the process is running, not stopped);
- *   - on the connection closing without kRootClosing records the loss of the root as the failure (naming the
- *     root's process and, when it hosts one, its rank).
+ *   - on the connection closing without kRootClosing warns that failures can no longer be shared (running
+ *     operations go on: the data path still detects a peer that really died).
  * Writes (all-gather slots, reports, abort, goodbye) come from any thread, each message in one writeAll under a
  * mutex, so messages never interleave. The watcher never blocks anywhere but in poll(), so the destructor's wake-up
  * always ends it at once.
@@ -145,17 +145,14 @@ class Bootstrap::Impl {
       HOCCL_INFO(kBootstrap, "rank {}: the bootstrap root at {} exited normally", rank, rootName);
       return;
     }
-    Verdict v;
-    v.kind = Verdict::Kind::RootLost;
-    for (const RankInfo& info : ranks)
-      if (info.pid == root.pid && std::strncmp(info.hostname, root.hostname, sizeof(root.hostname)) == 0)
-        v.culprit = info.rank;
-    v.text = fmt::format(
-        "{} exited or was killed ({}): without the root, failures can no longer be shared between "
-        "the ranks, so this communicator stops. Look at that process's output for the cause; keep "
-        "it running until every rank has destroyed its communicator",
-        describeRoot(), how);
-    record(v);
+    // Not a failure of the job by itself: the root's process may have finished its part and exited without
+    // running its atexit handlers (_exit after fork), while the transports still carry the others' operations. From
+    // now on failures are only seen first-hand, through the data path; a rank that really died is found there.
+    HOCCL_WARN(kBootstrap,
+               "rank {}: {} closed its connection ({}): failures can no longer be shared between the ranks of this "
+               "communicator, each rank will only notice the peers it talks to. Keep the process that hosts the root "
+               "running until every rank has destroyed its communicator",
+               rank, describeRoot(), how);
   }
 
   void dispatch(const RootHeader& h, std::vector<char> payload) {
@@ -353,7 +350,7 @@ std::string Bootstrap::shareFailure(const std::string& message, std::chrono::mil
     impl_->changed.wait_for(lock, wait, [&] { return impl_->verdict || impl_->rootGone; });
     v = impl_->verdict;
   }
-  if (!v || v->kind == Verdict::Kind::RootLost || v->culprit < 0) return "";
+  if (!v || v->culprit < 0) return "";
   if (message.find(v->text) != std::string::npos) return "";  // the failure is the verdict itself
   if (v->reporter == rank_) return "";  // the root chose this rank's own report: its message is the first-hand one
   return v->text;

@@ -69,7 +69,6 @@ struct Verdict {
     Left = 2,      ///< it had destroyed its communicator while others still waited for it (mismatched calls)
     Stalled = 3,   ///< alive and connected, but others gave up waiting for it (stopped, stuck, other operation)
     Reported = 4,  ///< it reported a failure of its own that names no peer
-    RootLost = 5,  ///< this rank lost its connection to the root (decided locally, never sent by the root)
   };
   Kind kind = Kind::Reported;  ///< see Kind
   int culprit = -1;            ///< the rank blamed (-1: unknown, e.g. the root's process when it hosts no rank)

@@ -226,7 +226,7 @@ TEST_CASE("a report naming nobody blames its reporter", "[bootstrap]") {
   CHECK(v->text.rfind(job.name(1) + " failed: mmap", 0) == 0);
 }
 
-TEST_CASE("the loss of the root is recorded, unless it announced a normal exit", "[bootstrap]") {
+TEST_CASE("the loss of the root closes the bootstrap but fails no operation", "[bootstrap]") {
   // A fake root: accepts the one rank, answers the join, then closes (a root whose process died) or first says
   // kRootClosing (a normal exit).
   const bool announced = GENERATE(false, true);
@@ -264,15 +264,9 @@ TEST_CASE("the loss of the root is recorded, unless it announced a normal exit",
   Bootstrap b(id, 0, 1, infoFor(0, 4321, "roothost"), &health);
   root.join();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  if (announced) {
-    CHECK_FALSE(health.failed());
-    CHECK_THROWS_AS(b.barrier(), Error);  // but the bootstrap is closed
-  } else {
-    REQUIRE(health.failed());
-    CHECK(health.failure().rfind("rank 0 (host roothost, pid 4321), which hosted the bootstrap root", 0) == 0);
-    auto v = b.verdict();
-    REQUIRE(v);
-    CHECK(v->kind == Verdict::Kind::RootLost);
-    CHECK(v->culprit == 0);
-  }
+  // Either way running operations go on (the data path finds a peer that really died): no failure is recorded, but
+  // the bootstrap is closed.
+  CHECK_FALSE(health.failed());
+  CHECK_FALSE(b.verdict());
+  CHECK_THROWS_AS(b.barrier(), Error);
 }
