@@ -39,6 +39,17 @@ class MemoryOps {
   virtual void divide(void* data, size_t n, hocclDataType_t dt, int divisor) const = 0;
 };
 
+/// The element-wise operation behind a reduction op: Sum for sum, avg (divided afterwards) and PreMulSum (scaled
+/// before); Prod, Max, Min for themselves.
+inline BinOp binOpOf(hocclRedOp_t op) {
+  switch (op) {
+    case hocclProd: return BinOp::Prod;
+    case hocclMax: return BinOp::Max;
+    case hocclMin: return BinOp::Min;
+    default: return BinOp::Sum;
+  }
+}
+
 /// Where `ptr` lives: Device for CUDA device memory (asked of the driver, when libcuda.so.1 is loadable), Host
 /// otherwise (ordinary, pinned or CUDA managed memory, which the host can read). HostShared is reported once hoccl
 /// hands out or registers shared segments (hocclMemAlloc, the zero-copy issue); null is Host.

@@ -39,7 +39,7 @@ Planned planCollective(const Op& op, const Resolved& r) {
   p.task.what = [opp = &op, name = choice.choice.algorithm->name] { return describeOp(*opp) + " [" + name + "]"; };
   p.task.binding.elemSize = elem;
   p.task.binding.dtype = op.dtype;
-  p.task.binding.op = binOpOf(op.op);
+  p.task.binding.op = kernels::binOpOf(op.op);
   p.task.binding.mem = &kernels::memoryOps(op.recvKind);
   p.task.binding.buffers = {const_cast<char*>(static_cast<const char*>(op.sendbuf)), static_cast<char*>(op.recvbuf),
                             nullptr};

@@ -50,15 +50,6 @@ std::optional<PreMulSumOp> findPreMulSum(hocclRedOp_t op) {
   return it->second;
 }
 
-kernels::BinOp binOpOf(hocclRedOp_t op) {
-  switch (op) {
-    case hocclProd: return kernels::BinOp::Prod;
-    case hocclMax: return kernels::BinOp::Max;
-    case hocclMin: return kernels::BinOp::Min;
-    default: return kernels::BinOp::Sum;  // sum, avg (then divide), premulsum (after scaling)
-  }
-}
-
 bool validOp(hocclRedOp_t op, hocclDataType_t dtype, const void* comm) {
   if (op >= hocclSum && op < hocclNumOps) return true;
   auto p = findPreMulSum(op);

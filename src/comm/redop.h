@@ -1,5 +1,5 @@
 /// @file redop.h
-/// Reduction operations as the executor sees them: built-in ops map to a binary op; Avg adds a division of the
+/// Reduction operations as the executor sees them: built-in ops map to a binary op (kernels::binOpOf); Avg adds a division of the
 /// result; PreMulSum ops (created by hocclRedOpCreatePreMulSum) add a scaling of the input.
 #pragma once
 
@@ -11,9 +11,6 @@
 #include "kernels/cpu/reduce.h"
 
 namespace hoccl {
-
-/// The element-wise operation behind op: Sum for sum, avg (divided afterwards) and PreMulSum (scaled before).
-kernels::BinOp binOpOf(hocclRedOp_t op);
 
 /// A PreMulSum op: the scalar (one element of dtype), read now (host immediate) or at each call (pointer).
 struct PreMulSumOp {

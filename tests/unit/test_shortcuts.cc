@@ -34,6 +34,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "rank_runner.h"
 #include "../mp/data.h"
 #include "algo/tuner.h"
 #include "base/boot/bootstrap.h"
@@ -49,6 +50,9 @@
 #include "transports/shm/shm_small.h"
 
 using namespace hoccl;
+using hoccl::test::firstError;
+using hoccl::test::runProcesses;
+using hoccl::test::runThreads;
 using namespace hoccl::transport;
 using hoccl::test::makeInput;
 using Clock = std::chrono::steady_clock;
@@ -115,29 +119,6 @@ std::unique_ptr<Rank> connectRank(const boot::UniqueId& id, int rank, int nranks
   return st;
 }
 
-/// Runs fn(rank) for every rank in its own thread; returns the error text of each rank ("" = success).
-std::vector<std::string> runThreads(int nranks, const std::function<void(int)>& fn) {
-  std::vector<std::string> errors(nranks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < nranks; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-        if (errors[r].empty()) errors[r] = "unknown error";
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
-}
-
-std::string firstError(const std::vector<std::string>& errors) {
-  for (size_t r = 0; r < errors.size(); ++r)
-    if (!errors[r].empty()) return fmt::format("rank {}: {}", r, errors[r]);
-  return "";
-}
-
 /// n ranks of this process, connected by threads (to be driven from one thread or many).
 std::vector<std::unique_ptr<Rank>> connectThreads(int n) {
   const boot::UniqueId id = boot::createUniqueId();
@@ -146,62 +127,6 @@ std::vector<std::unique_ptr<Rank>> connectThreads(int n) {
   INFO(firstError(errors));
   REQUIRE(firstError(errors).empty());
   return ranks;
-}
-
-/// Runs fn(rank) in a forked child per rank; returns each child's text ("" = success). Children that do not finish
-/// within `limit` are killed. A child's text travels back through a pipe.
-std::vector<std::string> runProcesses(int nranks, const std::function<std::string(int)>& fn,
-                                      std::chrono::seconds limit = std::chrono::seconds(60)) {
-  std::vector<pid_t> pids(nranks);
-  std::vector<int> pipes(nranks);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  for (int r = 0; r < nranks; ++r) {
-    int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      close(fds[0]);
-      std::string msg;
-      try {
-        msg = fn(r);
-      } catch (const std::exception& e) {
-        msg = std::string("exception: ") + e.what();
-      }
-      std::fflush(stdout);
-      if (write(fds[1], msg.data(), msg.size()) < 0) _exit(3);
-      _exit(msg.empty() ? 0 : 1);
-    }
-    close(fds[1]);
-    pids[r] = pid;
-    pipes[r] = fds[0];
-  }
-  std::vector<std::string> results(nranks);
-  auto deadline = Clock::now() + limit;
-  for (int r = 0; r < nranks; ++r) {
-    std::string text;
-    char buf[4096];
-    while (true) {
-      pollfd pfd{pipes[r], POLLIN, 0};
-      int left = static_cast<int>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
-      if (left <= 0 || poll(&pfd, 1, left) <= 0) {
-        text += "<timed out>";
-        break;
-      }
-      ssize_t n = read(pipes[r], buf, sizeof(buf));
-      if (n <= 0) break;
-      text.append(buf, static_cast<size_t>(n));
-    }
-    close(pipes[r]);
-    results[r] = text;
-  }
-  for (int r = 0; r < nranks; ++r) {
-    kill(pids[r], SIGKILL);  // harmless if it already exited
-    waitpid(pids[r], nullptr, 0);
-  }
-  return results;
 }
 
 // ------------------------------------------------------------------------------------------------------------------

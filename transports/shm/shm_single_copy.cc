@@ -60,15 +60,6 @@ size_t messageBytes(const CollCall& c, int n) {
 
 size_t blockBegin(size_t count, int q, int p) { return count * static_cast<size_t>(q) / static_cast<size_t>(p); }
 
-kernels::BinOp binOpOf(hocclRedOp_t op) {
-  switch (op) {
-    case hocclProd: return kernels::BinOp::Prod;
-    case hocclMax: return kernels::BinOp::Max;
-    case hocclMin: return kernels::BinOp::Min;
-    default: return kernels::BinOp::Sum;
-  }
-}
-
 class SingleCopyOp final : public ShortcutOp {
  public:
   SingleCopyOp(ArenaSession& s, const CollCall& call) : s_(s), call_(call) {}
@@ -193,7 +184,7 @@ void SingleCopyOp::reducePhase() {
   const char* mine = static_cast<const char*>(call_.sendbuf) + srcOffset;
   thread_local std::vector<char> piece;
   piece.resize(kPiece);
-  const kernels::BinOp bin = binOpOf(call_.op);
+  const kernels::BinOp bin = kernels::binOpOf(call_.op);
   for (size_t x = 0; x < blockBytes; x += kPiece) {
     const size_t m = std::min(kPiece, blockBytes - x);
     bool first = true;

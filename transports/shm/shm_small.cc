@@ -31,15 +31,6 @@ size_t payloadBytes(const CollCall& call, int nranks) {
   return call.coll == Coll::ReduceScatter ? bytes * static_cast<size_t>(nranks) : bytes;
 }
 
-kernels::BinOp binOpOf(hocclRedOp_t op) {
-  switch (op) {
-    case hocclProd: return kernels::BinOp::Prod;
-    case hocclMax: return kernels::BinOp::Max;
-    case hocclMin: return kernels::BinOp::Min;
-    default: return kernels::BinOp::Sum;  // sum and avg (divided afterwards)
-  }
-}
-
 class SmallOp final : public ShortcutOp {
  public:
   SmallOp(ArenaSession& s, const CollCall& call)
@@ -74,7 +65,7 @@ void SmallOp::finish() {
   const int me = s_.rank(), n = s_.nranks();
   const size_t bytes = exchange_.bytes();
   const kernels::MemoryOps& mem = kernels::memoryOps(call_.recvKind);
-  const kernels::BinOp bin = binOpOf(call_.op);
+  const kernels::BinOp bin = kernels::binOpOf(call_.op);
   char* out = static_cast<char*>(call_.recvbuf);
   auto reduceAll = [&](size_t offset, size_t count) {  // out = p0 op p1 op ... (rank order) at offset
     mem.reduce(out, exchange_.payloadOf(0) + offset, exchange_.payloadOf(1) + offset, count, call_.dtype, bin);
