@@ -519,3 +519,55 @@ TEST_CASE("streaming bandwidth between two processes (64 MiB messages)", "[.benc
           mode.label, v1[0], v1[1], (v0[1] + v1[2]) / gb, v1[3], (v0[3] + v1[4]) / gb));
     }
 }
+
+TEST_CASE("a receive that does not match the message's length is an error naming both, on shm and tcp",
+          "[transports]") {
+  // Rank 0 sends `sent` bytes, rank 1 posts a receive of `posted` bytes (guard bytes after it). Rank 1 must fail with
+  // hocclInvalidUsage naming both lengths, and nothing may be written beyond its buffer. tcp carries each message's
+  // length ahead of its first stripe; shm compares the slots' lengths.
+  for (Kind kind : {Kind::Shm, Kind::Tcp}) {
+    for (auto [sent, posted] : {std::pair<size_t, size_t>{200, 100}, {100, 200}, {3u << 20, 1u << 20}}) {
+      DYNAMIC_SECTION(kindName(kind) << ": sent " << sent << ", posted " << posted) {
+        auto id = boot::createUniqueId();
+        std::string receiverError;
+        int receiverCode = hocclSuccess;
+        bool guardIntact = true;
+        auto errors = runThreads(2, [&](int r) {
+          RankState st = connectRank(id, r, 2, kind);
+          Channel& ch = *st.channels.at(1 - r);
+          if (r == 0) {
+            std::vector<unsigned char> out(sent, 7);
+            ch.postSend(out.data(), sent);
+            try {
+              drive({&ch}, std::chrono::seconds(3));
+            } catch (const std::exception&) {
+              // the receiver gives up on the message, so the rest of it may never be taken
+            }
+          } else {
+            const size_t guard = 64;
+            std::vector<unsigned char> in(posted + guard, 0xA5);
+            ch.postRecv(posted, RecvTarget{in.data(), {}, 1});
+            try {
+              drive({&ch}, std::chrono::seconds(10));
+            } catch (const Error& e) {
+              receiverCode = e.code();
+              receiverError = e.what();
+            }
+            for (size_t i = posted; i < in.size(); ++i) guardIntact = guardIntact && in[i] == 0xA5;
+          }
+          st.boot->barrier();
+        });
+        INFO(firstError(errors));
+        CHECK(firstError(errors).empty());
+        INFO(receiverError);
+        CHECK(receiverCode == hocclInvalidUsage);
+        CHECK(receiverError.find("mismatch") != std::string::npos);
+        CHECK(guardIntact);
+        if (kind == Kind::Tcp) {
+          CHECK(receiverError.find(std::to_string(sent)) != std::string::npos);
+          CHECK(receiverError.find(std::to_string(posted)) != std::string::npos);
+        }
+      }
+    }
+  }
+}

@@ -3,8 +3,10 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -40,7 +42,12 @@ void TcpChannel::postSend(const void* data, size_t bytes) {
   char* base = const_cast<char*>(static_cast<const char*>(data));  // only ever read
   for (size_t off = 0; off < bytes; off += stripeBytes_) {
     uint64_t g = sendStripes_++;
-    conns_[g % conns_.size()].out.push_back({g, seq, base, off, std::min(stripeBytes_, bytes - off)});
+    Stripe s{g, seq, base, off, std::min(stripeBytes_, bytes - off)};
+    if (off == 0) {  // the message's length travels ahead of its first stripe
+      s.length = bytes;
+      s.lengthDone = 0;
+    }
+    conns_[g % conns_.size()].out.push_back(s);
   }
 }
 
@@ -56,7 +63,9 @@ void TcpChannel::postRecv(size_t bytes, RecvTarget target) {
   for (size_t off = 0; off < bytes; off += stripeBytes_) {
     uint64_t g = recvStripes_++;
     Conn& c = conns_[g % conns_.size()];
-    c.in.push_back({g, seq, base, off, std::min(stripeBytes_, bytes - off)});
+    Stripe s{g, seq, base, off, std::min(stripeBytes_, bytes - off)};
+    if (off == 0) s.lengthDone = 0;  // the sender's length of the message comes first
+    c.in.push_back(s);
     if (!base && c.staging.empty()) c.staging.resize(stripeBytes_);
   }
 }
@@ -67,13 +76,26 @@ bool TcpChannel::progressSends() {
     Conn& c = conns_[i];
     while (!c.out.empty()) {
       Stripe& s = c.out.front();
-      ssize_t n = ::send(c.fd.get(), s.base + s.offset + s.done, s.bytes - s.done, MSG_DONTWAIT | MSG_NOSIGNAL);
+      // The length (if any is left to send) and the data in one system call.
+      iovec iov[2];
+      int parts = 0;
+      if (s.lengthDone < sizeof(s.length))
+        iov[parts++] = {reinterpret_cast<char*>(&s.length) + s.lengthDone, sizeof(s.length) - s.lengthDone};
+      iov[parts++] = {s.base + s.offset + s.done, s.bytes - s.done};
+      msghdr mh{};
+      mh.msg_iov = iov;
+      mh.msg_iovlen = static_cast<size_t>(parts);
+      ssize_t n = ::sendmsg(c.fd.get(), &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
       if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
         if (errno == EINTR) continue;
         fail(fmt::format("sending on connection {}", i), errno);
       }
-      s.done += static_cast<size_t>(n);
+      size_t moved = static_cast<size_t>(n);
+      const size_t ofLength = std::min(moved, sizeof(s.length) - s.lengthDone);
+      s.lengthDone += ofLength;
+      moved -= ofLength;
+      s.done += moved;
       moved = moved || n > 0;
       if (s.done < s.bytes) continue;
       sendMsgs_[s.msg - sendDone_].stripesLeft--;
@@ -93,17 +115,32 @@ bool TcpChannel::progressRecvs() {
     Conn& c = conns_[i];
     while (!c.in.empty()) {
       Stripe& s = c.in.front();
-      if (s.done < s.bytes) {
+      if (s.done < s.bytes || s.lengthDone < sizeof(s.length)) {
+        // The length (if any is left to read) and the data in one system call; the data never goes beyond this
+        // rank's own stripe, whatever the peer sent.
         char* dst = s.base ? s.base + s.offset + s.done : c.staging.data() + s.done;
-        ssize_t n = ::recv(c.fd.get(), dst, s.bytes - s.done, MSG_DONTWAIT);
+        iovec iov[2];
+        int parts = 0;
+        if (s.lengthDone < sizeof(s.length))
+          iov[parts++] = {reinterpret_cast<char*>(&s.length) + s.lengthDone, sizeof(s.length) - s.lengthDone};
+        iov[parts++] = {dst, s.bytes - s.done};
+        msghdr mh{};
+        mh.msg_iov = iov;
+        mh.msg_iovlen = static_cast<size_t>(parts);
+        ssize_t n = ::recvmsg(c.fd.get(), &mh, MSG_DONTWAIT);
         if (n == 0) fail(fmt::format("connection {} was closed by the peer", i), 0);
         if (n < 0) {
           if (errno == EAGAIN || errno == EWOULDBLOCK) break;
           if (errno == EINTR) continue;
           fail(fmt::format("receiving on connection {}", i), errno);
         }
-        s.done += static_cast<size_t>(n);
+        size_t got = static_cast<size_t>(n);
+        const size_t ofLength = std::min(got, sizeof(s.length) - s.lengthDone);
+        s.lengthDone += ofLength;
+        got -= ofLength;
+        s.done += got;
         moved = true;
+        if (ofLength && s.lengthDone == sizeof(s.length)) checkLength(s);
         if (s.done < s.bytes) continue;
       }
       RecvMsg& m = recvMsg(s.msg);
@@ -119,6 +156,16 @@ bool TcpChannel::progressRecvs() {
   moved = deliverStaged() || moved;
   completeRecvs();
   return moved;
+}
+
+void TcpChannel::checkLength(const Stripe& s) {
+  const RecvMsg& m = recvMsg(s.msg);
+  if (s.length == m.bytes) return;
+  throwMismatch(
+      fmt::format("tcp: message size mismatch with {}: this rank posted a receive of {} bytes, the peer sent "
+                  "{} bytes; nothing beyond this rank's buffer was written. The two ranks' calls differ "
+                  "(count, type, collective or order)",
+                  describePeer(peer_), m.bytes, s.length));
 }
 
 bool TcpChannel::deliverStaged() {

@@ -1,10 +1,11 @@
 /// @file tcp_channel.h
 /// The tcp channel: several nonblocking TCP connections to one peer, with messages striped across them.
 ///
-/// Wire format: none beyond the bytes themselves. Both sides post the same sequence of message sizes (the
-/// schedule guarantees it), so both cut every message into the same stripes of `stripeBytes` (the last one
-/// shorter) and number the stripes of a direction 0, 1, 2, ... across messages; stripe g travels on connection
-/// g % connections. A receiver therefore knows, for each connection, which stripe comes next and where it goes:
+/// Wire format: the bytes themselves, and before the first stripe of every message its total length (8 bytes,
+/// little-endian), which the receiver compares with the length it posted: ranks whose calls differ get an error naming
+/// both lengths instead of a silent truncation. Both sides post the same sequence of message sizes (the schedule
+/// guarantees it), so both cut every message into the same stripes of `stripeBytes` (the last one shorter) and number
+/// the stripes of a direction 0, 1, 2, ... across messages; stripe g travels on connection g % connections. A receiver therefore knows, for each connection, which stripe comes next and where it goes:
 /// - a receive with a direct buffer reads every stripe straight to its place, from all connections at once;
 /// - a receive with a sink reads a stripe into that connection's staging buffer and hands it to the sink only when
 ///   it is the message's next stripe, so the sink sees consecutive pieces (stripe lengths are multiples of 8 except
@@ -57,12 +58,14 @@ class TcpChannel final : public Channel {
     uint64_t nextDeliver;  ///< global index of the next stripe to hand to the sink
   };
   struct Stripe {
-    uint64_t index;   ///< global stripe number in this direction
-    uint64_t msg;     ///< message sequence number in this direction
-    char* base;       ///< sends: source; direct receives: destination; sink receives: null (staging)
-    size_t offset;    ///< offset in the message
-    size_t bytes;     ///< stripe length
-    size_t done = 0;  ///< bytes moved so far
+    uint64_t index;       ///< global stripe number in this direction
+    uint64_t msg;         ///< message sequence number in this direction
+    char* base;           ///< sends: source; direct receives: destination; sink receives: null (staging)
+    size_t offset;        ///< offset in the message
+    size_t bytes;         ///< stripe length
+    size_t done = 0;      ///< bytes moved so far
+    uint64_t length = 0;  ///< the first stripe of a message: the message's length, sent (or received) ahead of it
+    size_t lengthDone = sizeof(uint64_t);  ///< bytes of `length` moved so far (all of them when there is none)
   };
   struct Conn {
     net::Fd fd;
@@ -77,6 +80,7 @@ class TcpChannel final : public Channel {
   void completeRecvs();
   RecvMsg& recvMsg(uint64_t seq) { return recvMsgs_[seq - recvDone_]; }
   [[noreturn]] void fail(const std::string& what, int err) const;
+  void checkLength(const Stripe& s);
 
   boot::RankInfo self_;
   boot::RankInfo peer_;
