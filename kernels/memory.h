@@ -20,6 +20,9 @@ enum class MemoryKind : uint8_t {
   Device,      ///< GPU memory: the host cannot read it
 };
 
+/// True for the kinds the host can read and write (Host, HostShared).
+inline bool isHostKind(MemoryKind kind) { return kind != MemoryKind::Device; }
+
 /// Name for messages: "host", "shared host", "device".
 const char* memoryKindName(MemoryKind kind);
 

@@ -19,14 +19,6 @@ const char* builtinOpName(hocclRedOp_t op) {
 
 bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter; }
 
-// How many blocks of `count` elements the input and output hold (the larger buffer of the gathering collectives).
-size_t inputBlocks(Coll c, int n) {
-  return (c == Coll::ReduceScatter || c == Coll::AlltoAll || c == Coll::Scatter) ? static_cast<size_t>(n) : 1;
-}
-size_t outputBlocks(Coll c, int n) {
-  return (c == Coll::AllGather || c == Coll::AlltoAll || c == Coll::Gather) ? static_cast<size_t>(n) : 1;
-}
-
 }  // namespace
 
 std::string describeCall(const CollCall& call) {
@@ -36,11 +28,11 @@ std::string describeCall(const CollCall& call) {
 }
 
 size_t inputBytes(const CollCall& call, int nranks) {
-  return call.count * kernels::typeSize(call.dtype) * inputBlocks(call.coll, nranks);
+  return call.count * kernels::typeSize(call.dtype) * bufferBlocks(call.coll, nranks).input;
 }
 
 size_t outputBytes(const CollCall& call, int nranks) {
-  return call.count * kernels::typeSize(call.dtype) * outputBlocks(call.coll, nranks);
+  return call.count * kernels::typeSize(call.dtype) * bufferBlocks(call.coll, nranks).output;
 }
 
 }  // namespace hoccl::transport

@@ -65,7 +65,7 @@ std::vector<const Algorithm*> candidates(const sched::CollArgs& args, const topo
 }
 
 const Algorithm& choose(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize) {
-  if (auto forced = params::ALGO.value(); forced && *forced != "small" && *forced != "single_copy") {
+  if (auto forced = params::ALGO.value(); forced && !isShortcutName(*forced)) {
     const Algorithm& a = byName(*forced);
     if (a.supports(args.coll) && a.applicable(args, topo)) return a;
     HOCCL_INFO(kTuning, "HOCCL_ALGO={} does not apply to {}; using the default", *forced, sched::collName(args.coll));

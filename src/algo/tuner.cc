@@ -99,12 +99,27 @@ Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elem
   return best;
 }
 
-std::string shortcutNames() { return "small, single_copy"; }
+namespace {
+// Every transport shortcut HOCCL_ALGO may name (transports/shm: shm_small, shm_single_copy).
+constexpr const char* kShortcutNames[] = {"small", "single_copy"};
+}  // namespace
+
+std::string shortcutNames() {
+  std::string names;
+  for (const char* n : kShortcutNames) names += (names.empty() ? "" : ", ") + std::string(n);
+  return names;
+}
+
+bool isShortcutName(const std::string& name) {
+  for (const char* n : kShortcutNames)
+    if (name == n) return true;
+  return false;
+}
 
 Choice decide(const transport::CollCall& call, const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
               const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts) {
   static const std::string forced = params::ALGO.get();
-  const bool forcedShortcut = forced == "small" || forced == "single_copy";
+  const bool forcedShortcut = isShortcutName(forced);
   if (forcedShortcut) {
     for (const auto& s : shortcuts)
       if (forced == s->name() && s->canRun(call)) return Choice{s.get(), nullptr, s->predictSeconds(call, linkModel())};

@@ -40,5 +40,7 @@ Choice decide(const transport::CollCall& call, const sched::CollArgs& args, cons
 
 /// Names of the shortcuts HOCCL_ALGO accepts ("small, single_copy").
 std::string shortcutNames();
+/// True when `name` is one of shortcutNames().
+bool isShortcutName(const std::string& name);
 
 }  // namespace hoccl::algo

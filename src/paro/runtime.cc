@@ -19,25 +19,12 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "kernels/cpu/reduce.h"
 
 namespace hoccl::paro {
 
 size_t dataTypeSize(hocclDataType_t type) {
-  switch (type) {
-    case hocclInt8:
-    case hocclUint8:
-    case hocclFloat8e4m3:
-    case hocclFloat8e5m2: return 1;
-    case hocclFloat16:
-    case hocclBfloat16: return 2;
-    case hocclInt32:
-    case hocclUint32:
-    case hocclFloat32: return 4;
-    case hocclInt64:
-    case hocclUint64:
-    case hocclFloat64: return 8;
-    default: break;
-  }
+  if (const size_t bytes = kernels::typeSize(type)) return bytes;
   throwInvalidArgument(fmt::format("PaRO: datatype {} is not a hoccl datatype (0..{})", static_cast<int>(type),
                                    static_cast<int>(hocclNumTypes) - 1));
 }

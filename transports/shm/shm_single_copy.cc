@@ -50,13 +50,6 @@ struct Buffers {
 static_assert(sizeof(Buffers) <= kArenaInlineBytes, "the address round fits in the line");
 
 size_t elemSize(const CollCall& c) { return kernels::typeSize(c.dtype); }
-bool hostKind(kernels::MemoryKind k) { return k != kernels::MemoryKind::Device; }
-
-// nccl-tests' "size": the larger of the two buffers.
-size_t messageBytes(const CollCall& c, int n) {
-  const size_t bytes = c.count * elemSize(c);
-  return (c.coll == Coll::AllGather || c.coll == Coll::ReduceScatter) ? bytes * static_cast<size_t>(n) : bytes;
-}
 
 size_t blockBegin(size_t count, int q, int p) { return count * static_cast<size_t>(q) / static_cast<size_t>(p); }
 
@@ -259,14 +252,17 @@ bool SingleCopyShortcut::canRun(const CollCall& call) const {
     case Coll::ReduceScatter: break;
     default: return false;
   }
-  if (minBytes_ == 0 || call.op >= hocclNumOps || !hostKind(call.sendKind) || !hostKind(call.recvKind)) return false;
+  if (minBytes_ == 0 || call.op >= hocclNumOps || !kernels::isHostKind(call.sendKind) ||
+      !kernels::isHostKind(call.recvKind))
+    return false;
   // Measured crossovers against the slot schedules, 2 ranks (docs/performance.md): all-gather 32 KiB, broadcast
   // 128 KiB, all-reduce and reduce-scatter 256 KiB (the registered default). HOCCL_CMA_MIN_BYTES, when set, applies
   // to all.
   size_t threshold = minBytes_;
   if (!userThreshold_ && call.coll == Coll::AllGather) threshold = 32 << 10;
   if (!userThreshold_ && call.coll == Coll::Broadcast) threshold = 128 << 10;
-  return messageBytes(call, session_->nranks()) >= threshold;
+  const int n = session_->nranks();
+  return std::max(inputBytes(call, n), outputBytes(call, n)) >= threshold;  // nccl-tests' "size": the larger buffer
 }
 
 double SingleCopyShortcut::predictSeconds(const CollCall& call, const topo::LinkModel& model) const {

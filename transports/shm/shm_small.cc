@@ -23,20 +23,12 @@ namespace {
 
 constexpr size_t kBytesPerRank = 2048;  // payload limit per rank of the communicator (measured crossover)
 
-bool hostKind(kernels::MemoryKind k) { return k != kernels::MemoryKind::Device; }
-
-// Bytes each publishing rank puts in the arena.
-size_t payloadBytes(const CollCall& call, int nranks) {
-  const size_t bytes = call.count * kernels::typeSize(call.dtype);
-  return call.coll == Coll::ReduceScatter ? bytes * static_cast<size_t>(nranks) : bytes;
-}
-
 class SmallOp final : public ShortcutOp {
  public:
   SmallOp(ArenaSession& s, const CollCall& call)
       : s_(s), call_(call),
         exchange_(s, call, Protocol::Small, publishes(call, s.rank()) ? call.sendbuf : nullptr,
-                  payloadBytes(call, s.nranks()), waitsForAll(call, s.rank()), waitsFor(call, s.rank())) {}
+                  inputBytes(call, s.nranks()), waitsForAll(call, s.rank()), waitsFor(call, s.rank())) {}
 
   bool poll() override {
     if (!exchange_.poll()) return false;
@@ -128,14 +120,15 @@ bool SmallShortcut::canRun(const CollCall& call) const {
     case Coll::ReduceScatter: break;
     default: return false;
   }
-  if (call.op >= hocclNumOps || !hostKind(call.sendKind) || !hostKind(call.recvKind)) return false;
+  if (call.op >= hocclNumOps || !kernels::isHostKind(call.sendKind) || !kernels::isHostKind(call.recvKind))
+    return false;
   const size_t limit = std::min(session_->arena().maxBytes(), kBytesPerRank * static_cast<size_t>(session_->nranks()));
-  return payloadBytes(call, session_->nranks()) <= limit;
+  return inputBytes(call, session_->nranks()) <= limit;
 }
 
 double SmallShortcut::predictSeconds(const CollCall& call, const topo::LinkModel& model) const {
   const double n = session_->nranks();
-  const double bytes = static_cast<double>(payloadBytes(call, session_->nranks()));
+  const double bytes = static_cast<double>(inputBytes(call, session_->nranks()));
   // One hand-off, then every rank reads every payload once, straight from the peers' slots, as it combines them.
   return kArenaHandoffSeconds + n * bytes / model.beta[hocclLinkSelf];
 }
