@@ -74,4 +74,11 @@ inline std::string silentPeerMessage(const std::string& who, const std::string& 
          "HOCCL_TIMEOUT if it is only slow.";
 }
 
+/// Whether `text` contains a message made by silentPeerMessage, i.e. a wait that gave up after HOCCL_TIMEOUT (the NCCL
+/// shim turns such failures into ncclTimeout).
+inline bool isSilentPeerMessage(const std::string& text) {
+  return text.find(" made no progress for ") != std::string::npos &&
+         text.find("Raise HOCCL_TIMEOUT if it is only slow.") != std::string::npos;
+}
+
 }  // namespace hoccl

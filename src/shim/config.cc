@@ -15,14 +15,38 @@ namespace {
 
 constexpr size_t kHeaderBytes = offsetof(ncclConfig_t, blocking);
 
-// The same "undefined" everywhere, from the one initializer of hoccl.h.
+// A config with every field "undefined" (NCCL_CONFIG_INITIALIZER of the current layout).
 const ncclConfig_t& undefinedConfig() {
   static const ncclConfig_t cfg = [] {
-    const hocclConfig_t h = HOCCL_CONFIG_INITIALIZER;
     ncclConfig_t n;
-    std::memcpy(&n, &h, sizeof n);
+    std::memset(&n, 0, sizeof n);
     n.size = sizeof(ncclConfig_t);
+    n.magic = HOCCL_NCCL_CONFIG_MAGIC;
     n.version = HOCCL_NCCL_VERSION_CODE;
+    int* const ints[] = {&n.blocking,
+                         &n.cgaClusterSize,
+                         &n.minCTAs,
+                         &n.maxCTAs,
+                         &n.splitShare,
+                         &n.trafficClass,
+                         &n.collnetEnable,
+                         &n.CTAPolicy,
+                         &n.shrinkShare,
+                         &n.nvlsCTAs,
+                         &n.nChannelsPerNetPeer,
+                         &n.nvlinkCentricSched,
+                         &n.graphUsageMode,
+                         &n.numRmaCtx,
+                         &n.maxP2pPeers,
+                         &n.graphStreamOrdering,
+                         &n.launchOrderImplicit,
+                         &n.numRmaSig,
+                         &n.rmaEagerInit,
+                         &n.hostCftMode,
+                         &n.nvlsHostMode};
+    for (int* f : ints) *f = HOCCL_NCCL_CONFIG_UNDEF_INT;
+    n.netName = nullptr;
+    n.commName = nullptr;
     return n;
   }();
   return cfg;
@@ -30,7 +54,9 @@ const ncclConfig_t& undefinedConfig() {
 
 // Fields that the caller's version predates keep their "undefined" value (NCCL's rules: blocking from 2.14; CGA,
 // CTA counts and netName from 2.17; trafficClass from 2.25; collnet, CTA policy, shrinkShare and nvlsCTAs from
-// 2.27; channels per net peer and NVLink-centric scheduling from 2.28).
+// 2.27; channels per net peer and NVLink-centric scheduling from 2.28; graph usage and RMA contexts from 2.29; P2P
+// peers, graph stream ordering and implicit launch order from 2.30; RMA signals, eager RMA init, host CFT and host
+// NVLS modes from 2.31).
 void forgetNewerFields(ncclConfig_t& c) {
   const ncclConfig_t& u = undefinedConfig();
   const unsigned v = c.version;
@@ -52,11 +78,26 @@ void forgetNewerFields(ncclConfig_t& c) {
     c.nChannelsPerNetPeer = u.nChannelsPerNetPeer;
     c.nvlinkCentricSched = u.nvlinkCentricSched;
   }
+  if (v < HOCCL_NCCL_VERSION(2, 29, 0)) {
+    c.graphUsageMode = u.graphUsageMode;
+    c.numRmaCtx = u.numRmaCtx;
+  }
+  if (v < HOCCL_NCCL_VERSION(2, 30, 0)) {
+    c.maxP2pPeers = u.maxP2pPeers;
+    c.graphStreamOrdering = u.graphStreamOrdering;
+    c.launchOrderImplicit = u.launchOrderImplicit;
+  }
+  if (v < HOCCL_NCCL_VERSION(2, 31, 0)) {
+    c.numRmaSig = u.numRmaSig;
+    c.rmaEagerInit = u.rmaEagerInit;
+    c.hostCftMode = u.hostCftMode;
+    c.nvlsHostMode = u.nvlsHostMode;
+  }
 }
 
 }  // namespace
 
-hocclConfig_t translateConfig(const void* user) {
+ncclConfig_t readConfig(const void* user) {
   ncclConfig_t c = undefinedConfig();
   if (user) {
     // The header (size, magic, version) exists in every ncclConfig_t since 2.14; read it before trusting size.
@@ -85,11 +126,27 @@ hocclConfig_t translateConfig(const void* user) {
                             "undefined.",
                             c.blocking));
   }
-  hocclConfig_t out;
-  static_assert(sizeof out == sizeof c, "hocclConfig_t and ncclConfig_t share one layout");
-  std::memcpy(&out, &c, sizeof out);
-  out.magic = HOCCL_CONFIG_MAGIC;
-  out.version = HOCCL_VERSION_CODE;
+  return c;
+}
+
+hocclConfig_t translateConfig(const void* user) {
+  const ncclConfig_t c = readConfig(user);
+  // hocclConfig_t has the fields of ncclConfig_t 2.28, in the same order; the newer ones have no hoccl meaning.
+  hocclConfig_t out = HOCCL_CONFIG_INITIALIZER;
+  out.blocking = c.blocking;
+  out.cgaClusterSize = c.cgaClusterSize;
+  out.minCTAs = c.minCTAs;
+  out.maxCTAs = c.maxCTAs;
+  out.netName = c.netName;
+  out.splitShare = c.splitShare;
+  out.trafficClass = c.trafficClass;
+  out.commName = c.commName;
+  out.collnetEnable = c.collnetEnable;
+  out.CTAPolicy = c.CTAPolicy;
+  out.shrinkShare = c.shrinkShare;
+  out.nvlsCTAs = c.nvlsCTAs;
+  out.nChannelsPerNetPeer = c.nChannelsPerNetPeer;
+  out.nvlinkCentricSched = c.nvlinkCentricSched;
   return out;
 }
 

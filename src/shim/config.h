@@ -4,8 +4,12 @@
 #pragma once
 
 #include "hoccl/hoccl.h"
+#include "shim/nccl_abi.h"
 
 namespace hoccl::shim {
+
+/// Reads a caller's config into a complete ncclConfig_t of the current (2.32) layout, by the rules below.
+ncclConfig_t readConfig(const void* user);
 
 /// Translates a caller's config into a complete hocclConfig_t of the current layout.
 /// Copies min(user->size, sizeof(ncclConfig_t)) bytes and never reads further; fields the caller's version did not
@@ -13,8 +17,9 @@ namespace hoccl::shim {
 /// blocking value other than 0, 1 or undefined is an Error(hocclInvalidArgument) whose text says what to fix.
 /// A null user gives the default config. `user` points to an ncclConfig_t of any version (void so that tests can
 /// pass one built with NVIDIA's own header).
-/// Every field is carried over, but hoccl acts on `blocking` and `commName` only: `netName` (tcp is the only
-/// inter-host transport), the GPU launch fields and the other tuning fields are accepted and ignored.
+/// The fields of 2.28 are carried over (hoccl acts on `blocking` and `commName` only: `netName`, the GPU launch fields
+/// and the other tuning fields are accepted and ignored); the fields added since (graph, RMA, CFT and NVLS modes) are
+/// GPU settings that hoccl has no use for, and are read and dropped.
 hocclConfig_t translateConfig(const void* user);
 
 }  // namespace hoccl::shim

@@ -1,9 +1,13 @@
 /// @file shim_coll.cc
-/// NCCL's collectives, point-to-point calls, groups and PreMulSum ops on top of hoccl. Each call checks that its
+/// NCCL's collectives (also the nccl*Config variants of 2.32 with a per-call ncclCollConfig_t), point-to-point calls,
+/// groups and PreMulSum ops on top of hoccl. Each call checks that its communicator is not suspended and that its
 /// buffers are host memory (hoccl's CUDA path is not built into the shim), orders itself after the work queued on a
 /// non-null CUDA stream, and then runs synchronously in hoccl with a null stream.
+#include <cstring>
+
 #include <fmt/format.h>
 
+#include "base/log.h"
 #include "comm/group.h"
 #include "shim/shim_common.h"
 
@@ -11,11 +15,59 @@ using namespace hoccl::shim;
 
 namespace {
 
-// Buffer and stream checks shared by every data-moving call.
-void prepare(const void* sendbuff, const void* recvbuff, cudaStream_t stream) {
+// Communicator, buffer and stream checks shared by every data-moving call.
+void prepare(ncclComm_t comm, const void* sendbuff, const void* recvbuff, cudaStream_t stream) {
+  requireNotSuspended(comm);
   requireHostBuffer("sendbuff", sendbuff);
   if (recvbuff != sendbuff) requireHostBuffer("recvbuff", recvbuff);
   syncStream(stream);
+}
+
+// The bytes of an ncclCollConfig_t that every version has: size, magic, version.
+constexpr size_t kCollConfigHeader = offsetof(ncclCollConfig_t, ext);
+
+// Checks a per-call config read by its size (a NULL config is the plain call). hoccl has one way to run each
+// collective on host memory: the GPU launch fields (CTA counts, cluster size, CTA policy) have nothing to tune, vendor
+// extensions and the profiler tag are ignored as NVIDIA's library ignores them; an algorithm selection that must be
+// honoured and a launch-completion event cannot be, and are refused with a text that says why.
+void checkCollConfig(const ncclCollConfig_t* user) {
+  if (!user) return;
+  ncclCollConfig_t c;
+  std::memset(&c, 0, sizeof c);
+  std::memcpy(&c, user, kCollConfigHeader);
+  if (c.magic != HOCCL_NCCL_CONFIG_MAGIC) {
+    throw hoccl::Error(hocclInvalidArgument,
+                       fmt::format("ncclCollConfig_t has magic {:#x} instead of {:#x}: set it up with "
+                                   "`ncclCollConfig_t config = NCCL_COLLCONFIG_INITIALIZER;`",
+                                   c.magic, HOCCL_NCCL_CONFIG_MAGIC));
+  }
+  if (c.size < kCollConfigHeader) {
+    throw hoccl::Error(hocclInvalidArgument,
+                       fmt::format("ncclCollConfig_t.size is {} bytes, smaller than its {}-byte header: set it up "
+                                   "with NCCL_COLLCONFIG_INITIALIZER",
+                                   c.size, kCollConfigHeader));
+  }
+  c.forceAlgSelection = 1;
+  std::memcpy(&c, user, c.size < sizeof c ? c.size : sizeof c);
+  const bool hasAlg = c.size >= offsetof(ncclCollConfig_t, algSelection) + sizeof(const char*) && c.algSelection &&
+                      *c.algSelection;
+  if (hasAlg) {
+    if (c.forceAlgSelection) {
+      unsupported(fmt::format(
+          "ncclCollConfig_t.algSelection \"{}\" with forceAlgSelection = 1: hoccl chooses its algorithm per process "
+          "(HOCCL_ALGO / NCCL_ALGO, names ring, ho_ring, direct), not per call. Leave algSelection NULL, or set "
+          "forceAlgSelection = 0 to let hoccl choose.",
+          c.algSelection));
+    }
+    HOCCL_INFO(kColl, "ncclCollConfig_t.algSelection \"{}\" is not forced and hoccl chooses the algorithm itself",
+               c.algSelection);
+  }
+  if (c.size >= offsetof(ncclCollConfig_t, launchCompletionEvent) + sizeof(cudaEvent_t) && c.launchCompletionEvent) {
+    unsupported(
+        "ncclCollConfig_t.launchCompletionEvent is a CUDA event recorded at kernel launch; hoccl's libnccl.so.2 "
+        "runs on host memory and launches no kernel (it needs a GPU build). Pass NULL: the call has completed when "
+        "it returns.");
+  }
 }
 
 }  // namespace
@@ -25,7 +77,7 @@ extern "C" {
 ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                             ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclAllReduce", [&] {
-    prepare(sendbuff, recvbuff, stream);
+    prepare(comm, sendbuff, recvbuff, stream);
     return fromHoccl(hocclAllReduce(sendbuff, recvbuff, count, toHoccl(datatype), toHoccl(op), toHoccl(comm), nullptr),
                      toHoccl(comm));
   });
@@ -35,7 +87,7 @@ HOCCL_NCCL_WEAK_ALIAS(ncclAllReduce)
 ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                             ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclBroadcast", [&] {
-    prepare(sendbuff, recvbuff, stream);
+    prepare(comm, sendbuff, recvbuff, stream);
     return fromHoccl(hocclBroadcast(sendbuff, recvbuff, count, toHoccl(datatype), root, toHoccl(comm), nullptr),
                      toHoccl(comm));
   });
@@ -45,7 +97,7 @@ HOCCL_NCCL_WEAK_ALIAS(ncclBroadcast)
 ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                         cudaStream_t stream) {
   return guarded("ncclBcast", [&] {
-    prepare(buff, buff, stream);
+    prepare(comm, buff, buff, stream);
     return fromHoccl(hocclBroadcast(buff, buff, count, toHoccl(datatype), root, toHoccl(comm), nullptr), toHoccl(comm));
   });
 }
@@ -54,7 +106,7 @@ HOCCL_NCCL_WEAK_ALIAS(ncclBcast)
 ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                          int root, ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclReduce", [&] {
-    prepare(sendbuff, recvbuff, stream);
+    prepare(comm, sendbuff, recvbuff, stream);
     return fromHoccl(hocclReduce(sendbuff, recvbuff, count, toHoccl(datatype), toHoccl(op), root, toHoccl(comm),
                                  nullptr),
                      toHoccl(comm));
@@ -65,7 +117,7 @@ HOCCL_NCCL_WEAK_ALIAS(ncclReduce)
 ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                             ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclAllGather", [&] {
-    prepare(sendbuff, recvbuff, stream);
+    prepare(comm, sendbuff, recvbuff, stream);
     return fromHoccl(hocclAllGather(sendbuff, recvbuff, sendcount, toHoccl(datatype), toHoccl(comm), nullptr),
                      toHoccl(comm));
   });
@@ -75,7 +127,7 @@ HOCCL_NCCL_WEAK_ALIAS(ncclAllGather)
 ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclReduceScatter", [&] {
-    prepare(sendbuff, recvbuff, stream);
+    prepare(comm, sendbuff, recvbuff, stream);
     return fromHoccl(hocclReduceScatter(sendbuff, recvbuff, recvcount, toHoccl(datatype), toHoccl(op), toHoccl(comm),
                                         nullptr),
                      toHoccl(comm));
@@ -86,7 +138,7 @@ HOCCL_NCCL_WEAK_ALIAS(ncclReduceScatter)
 ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
                            cudaStream_t stream) {
   return guarded("ncclAlltoAll", [&] {
-    prepare(sendbuff, recvbuff, stream);
+    prepare(comm, sendbuff, recvbuff, stream);
     return fromHoccl(hocclAlltoAll(sendbuff, recvbuff, count, toHoccl(datatype), toHoccl(comm), nullptr),
                      toHoccl(comm));
   });
@@ -96,7 +148,7 @@ HOCCL_NCCL_WEAK_ALIAS(ncclAlltoAll)
 ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                          ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclGather", [&] {
-    prepare(sendbuff, recvbuff, stream);
+    prepare(comm, sendbuff, recvbuff, stream);
     return fromHoccl(hocclGather(sendbuff, recvbuff, count, toHoccl(datatype), root, toHoccl(comm), nullptr),
                      toHoccl(comm));
   });
@@ -106,7 +158,7 @@ HOCCL_NCCL_WEAK_ALIAS(ncclGather)
 ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                           ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclScatter", [&] {
-    prepare(sendbuff, recvbuff, stream);
+    prepare(comm, sendbuff, recvbuff, stream);
     return fromHoccl(hocclScatter(sendbuff, recvbuff, count, toHoccl(datatype), root, toHoccl(comm), nullptr),
                      toHoccl(comm));
   });
@@ -116,7 +168,7 @@ HOCCL_NCCL_WEAK_ALIAS(ncclScatter)
 ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                        cudaStream_t stream) {
   return guarded("ncclSend", [&] {
-    prepare(sendbuff, sendbuff, stream);
+    prepare(comm, sendbuff, sendbuff, stream);
     return fromHoccl(hocclSend(sendbuff, count, toHoccl(datatype), peer, toHoccl(comm), nullptr), toHoccl(comm));
   });
 }
@@ -125,11 +177,88 @@ HOCCL_NCCL_WEAK_ALIAS(ncclSend)
 ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                        cudaStream_t stream) {
   return guarded("ncclRecv", [&] {
-    prepare(recvbuff, recvbuff, stream);
+    prepare(comm, recvbuff, recvbuff, stream);
     return fromHoccl(hocclRecv(recvbuff, count, toHoccl(datatype), peer, toHoccl(comm), nullptr), toHoccl(comm));
   });
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclRecv)
+
+// The nccl*Config calls of 2.32: the plain call after the per-call config is checked.
+
+ncclResult_t pncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                  ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                                  const ncclCollConfig_t* config) {
+  return guarded("ncclAllReduceConfig", [&] {
+    checkCollConfig(config);
+    return pncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclAllReduceConfig)
+
+ncclResult_t pncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                  ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return guarded("ncclBroadcastConfig", [&] {
+    checkCollConfig(config);
+    return pncclBroadcast(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclBroadcastConfig)
+
+ncclResult_t pncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                               ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+                               const ncclCollConfig_t* config) {
+  return guarded("ncclReduceConfig", [&] {
+    checkCollConfig(config);
+    return pncclReduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclReduceConfig)
+
+ncclResult_t pncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                  ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return guarded("ncclAllGatherConfig", [&] {
+    checkCollConfig(config);
+    return pncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclAllGatherConfig)
+
+ncclResult_t pncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                                      const ncclCollConfig_t* config) {
+  return guarded("ncclReduceScatterConfig", [&] {
+    checkCollConfig(config);
+    return pncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclReduceScatterConfig)
+
+ncclResult_t pncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                 ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return guarded("ncclAlltoAllConfig", [&] {
+    checkCollConfig(config);
+    return pncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclAlltoAllConfig)
+
+ncclResult_t pncclGatherConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                               ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return guarded("ncclGatherConfig", [&] {
+    checkCollConfig(config);
+    return pncclGather(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclGatherConfig)
+
+ncclResult_t pncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return guarded("ncclScatterConfig", [&] {
+    checkCollConfig(config);
+    return pncclScatter(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclScatterConfig)
 
 ncclResult_t pncclGroupStart() {
   return guarded("ncclGroupStart", [&] { return fromHoccl(hocclGroupStart()); });

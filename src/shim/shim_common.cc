@@ -7,11 +7,11 @@
 
 #include "base/log.h"
 #include "base/params.h"
+#include "base/wait.h"
 #include "kernels/cuda/cuda_driver.h"
 
 // hoccl's C API uses NCCL's values, so casts between the two are exact. These asserts keep it that way.
 static_assert(sizeof(ncclUniqueId) == sizeof(hocclUniqueId), "unique id size");
-static_assert(sizeof(ncclConfig_t) == sizeof(hocclConfig_t), "config size");
 static_assert(sizeof(ncclResult_t) == sizeof(hocclResult_t), "result enum size");
 static_assert(sizeof(ncclRedOp_t) == sizeof(hocclRedOp_t), "redop enum size");
 static_assert(sizeof(ncclDataType_t) == sizeof(hocclDataType_t), "datatype enum size");
@@ -22,9 +22,8 @@ static_assert(static_cast<int>(ncclSuccess) == hocclSuccess &&
                   static_cast<int>(ncclInvalidArgument) == hocclInvalidArgument &&
                   static_cast<int>(ncclInvalidUsage) == hocclInvalidUsage &&
                   static_cast<int>(ncclRemoteError) == hocclRemoteError &&
-                  static_cast<int>(ncclInProgress) == hocclInProgress &&
-                  static_cast<int>(ncclNumResults) == hocclNumResults,
-              "result values");
+                  static_cast<int>(ncclInProgress) == hocclInProgress,
+              "result values (ncclTimeout, new in 2.32, has no hoccl counterpart yet)");
 static_assert(static_cast<int>(ncclSum) == hocclSum && static_cast<int>(ncclProd) == hocclProd &&
                   static_cast<int>(ncclMax) == hocclMax && static_cast<int>(ncclMin) == hocclMin &&
                   static_cast<int>(ncclAvg) == hocclAvg && static_cast<int>(ncclNumOps) == hocclNumOps &&
@@ -43,76 +42,68 @@ static_assert(static_cast<int>(ncclScalarDevice) == hocclScalarDevice &&
                   static_cast<int>(ncclScalarHostImmediate) == hocclScalarHostImmediate,
               "scalar residence values");
 static_assert(HOCCL_NCCL_CONFIG_MAGIC == HOCCL_CONFIG_MAGIC, "config magic");
-#define HOCCL_SAME_OFFSET_(F) static_assert(offsetof(ncclConfig_t, F) == offsetof(hocclConfig_t, F), #F);
-HOCCL_SAME_OFFSET_(size)
-HOCCL_SAME_OFFSET_(magic) HOCCL_SAME_OFFSET_(version) HOCCL_SAME_OFFSET_(blocking) HOCCL_SAME_OFFSET_(cgaClusterSize)
-    HOCCL_SAME_OFFSET_(minCTAs) HOCCL_SAME_OFFSET_(maxCTAs) HOCCL_SAME_OFFSET_(netName) HOCCL_SAME_OFFSET_(splitShare)
-        HOCCL_SAME_OFFSET_(trafficClass) HOCCL_SAME_OFFSET_(commName) HOCCL_SAME_OFFSET_(collnetEnable)
-            HOCCL_SAME_OFFSET_(CTAPolicy) HOCCL_SAME_OFFSET_(shrinkShare) HOCCL_SAME_OFFSET_(nvlsCTAs)
-                HOCCL_SAME_OFFSET_(nChannelsPerNetPeer) HOCCL_SAME_OFFSET_(nvlinkCentricSched)
-#undef HOCCL_SAME_OFFSET_
 
-                    namespace hoccl::shim {
-  namespace {
+namespace hoccl::shim {
+namespace {
 
-  thread_local std::string tlsLastError;
+thread_local std::string tlsLastError;
 
-  // Runs before any other constructor of the library: from here on hoccl also reads NCCL_<NAME> for every parameter
-  // (HOCCL_<NAME> wins when both are set), and logging picks up NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE.
-  __attribute__((constructor(101))) void enableNcclEnvironment() noexcept {
-    try {
-      params::enableNcclNames();
-      log::resetFromEnvironment();
-    } catch (...) {
-      // A malformed variable must not kill the process at load time; it is reported again where it is used.
-    }
+// Runs before any other constructor of the library: from here on hoccl also reads NCCL_<NAME> for every parameter
+// (HOCCL_<NAME> wins when both are set), and logging picks up NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE.
+__attribute__((constructor(101))) void enableNcclEnvironment() noexcept {
+  try {
+    params::enableNcclNames();
+    log::resetFromEnvironment();
+  } catch (...) {
+    // A malformed variable must not kill the process at load time; it is reported again where it is used.
   }
+}
 
-  }  // namespace
+}  // namespace
 
-  void setLastError(const std::string& msg) {
-    tlsLastError = msg;
-    HOCCL_WARN(kCall, "{}", msg);
+void setLastError(const std::string& msg) {
+  tlsLastError = msg;
+  HOCCL_WARN(kCall, "{}", msg);
+}
+
+const char* lastError() { return tlsLastError.c_str(); }
+
+ncclResult_t fromHoccl(hocclResult_t result, hocclComm_t comm) {
+  if (result != hocclSuccess && result != hocclInProgress) {
+    const char* text = hocclGetLastError(comm);
+    tlsLastError = (text && *text) ? text : hocclGetErrorString(result);
   }
+  return static_cast<ncclResult_t>(result);
+}
 
-  const char* lastError() { return tlsLastError.c_str(); }
+void requireHostBuffer(const char* what, const void* ptr) {
+  if (cuda::classify(ptr) != cuda::PtrKind::Device) return;
+  throw Error(hocclInvalidArgument,
+              fmt::format("{} ({}) is CUDA device memory, but the CUDA path of hoccl is not built into this "
+                          "libnccl.so.2 (host memory only). Pass host buffers (pageable, pinned or managed), or use "
+                          "NVIDIA's libnccl.so.2 for device buffers.",
+                          what, ptr));
+}
 
-  ncclResult_t fromHoccl(hocclResult_t result, hocclComm_t comm) {
-    if (result != hocclSuccess && result != hocclInProgress) {
-      const char* text = hocclGetLastError(comm);
-      tlsLastError = (text && *text) ? text : hocclGetErrorString(result);
-    }
-    return static_cast<ncclResult_t>(result);
-  }
-
-  void requireHostBuffer(const char* what, const void* ptr) {
-    if (cuda::classify(ptr) != cuda::PtrKind::Device) return;
+void syncStream(cudaStream_t stream) {
+  if (!stream) return;
+  if (!cuda::driverLoaded()) {
     throw Error(hocclInvalidArgument,
-                fmt::format("{} ({}) is CUDA device memory, but the CUDA path of hoccl is not built into this "
-                            "libnccl.so.2 (host memory only). Pass host buffers (pageable, pinned or managed), or use "
-                            "NVIDIA's libnccl.so.2 for device buffers.",
-                            what, ptr));
+                fmt::format("a non-null stream ({}) was given, but no CUDA driver (libcuda.so.1) can be loaded in "
+                            "this process. With host memory pass a null stream.",
+                            static_cast<void*>(stream)));
   }
+  const std::string failure = cuda::streamSynchronize(stream);
+  if (!failure.empty()) {
+    throw Error(hocclInvalidArgument,
+                fmt::format("could not order the host-memory operation after stream {}: {}. Pass a valid stream "
+                            "or a null stream.",
+                            static_cast<void*>(stream), failure));
+  }
+}
 
-  void syncStream(cudaStream_t stream) {
-    if (!stream) return;
-    if (!cuda::driverLoaded()) {
-      throw Error(hocclInvalidArgument,
-                  fmt::format("a non-null stream ({}) was given, but no CUDA driver (libcuda.so.1) can be loaded in "
-                              "this process. With host memory pass a null stream.",
-                              static_cast<void*>(stream)));
-    }
-    const std::string failure = cuda::streamSynchronize(stream);
-    if (!failure.empty()) {
-      throw Error(hocclInvalidArgument,
-                  fmt::format("could not order the host-memory operation after stream {}: {}. Pass a valid stream "
-                              "or a null stream.",
-                              static_cast<void*>(stream), failure));
-    }
-  }
-
-  void unsupported(const std::string& why) {
-    throw Error(hocclInvalidUsage, "not supported by hoccl's libnccl.so.2: " + why);
-  }
+void unsupported(const std::string& why) {
+  throw Error(hocclInvalidUsage, "not supported by hoccl's libnccl.so.2: " + why);
+}
 
 }  // namespace hoccl::shim

@@ -69,4 +69,18 @@ void syncStream(cudaStream_t stream);
 /// Forgets the buffer and window registrations of comm (called when it is destroyed or aborted; shim_mem.cc).
 void dropRegistrations(ncclComm_t comm);
 
+/// A window made by ncclCommWindowRegister, as the shim recorded it (shim_mem.cc).
+struct WindowInfo {
+  ncclComm_t comm;  ///< the communicator it was registered with
+  void* base;       ///< the caller's buffer
+  size_t bytes;     ///< its size
+};
+/// The window behind win; throws InvalidArgument when win is not a live window of this process.
+WindowInfo windowInfo(ncclWindow_t win);
+
+/// Throws InvalidUsage when comm is suspended (ncclCommSuspend without ncclCommResume yet; shim_comm_ext.cc).
+void requireNotSuspended(ncclComm_t comm);
+/// Forgets the suspension and grow state of comm (called when it is destroyed or aborted; shim_comm_ext.cc).
+void dropCommState(ncclComm_t comm);
+
 }  // namespace hoccl::shim

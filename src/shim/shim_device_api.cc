@@ -2,7 +2,11 @@
 /// The host side of NCCL's device API (nccl_device/*.h). Device communicators, barriers and LL all-to-all need
 /// CUDA kernels, which this shim does not have: those calls fail with ncclInvalidUsage and a text. Teams are plain
 /// arithmetic and are answered for what a host-only communicator is: every rank its own load/store-accessible
-/// (LSA) team of one, so the rail team is the whole world.
+/// (LSA) team of one, so the rail team is the whole world; no CFT fabric, so the CFT teams are that team of one
+/// too. A window's pointer for this rank (its LSA rank 0, or its own world rank) is the host address it was
+/// registered with; a peer's, multimem and CFT addresses need GPU memory mappings and are refused. The one-sided
+/// calls of nccl.h (ncclPutSignal, ncclSignal, ncclWaitSignal) write into a peer's window through GPU mappings or
+/// GIN, which hoccl's two-sided host transports do not offer: ncclInvalidUsage with a text.
 #include <fmt/format.h>
 
 #include "shim/shim_common.h"
@@ -34,6 +38,35 @@ ncclTeam_t worldOf(const char* fn, ncclComm_t comm) {
 
 ncclResult_t noDeviceApi(const char* fn) {
   return guarded(fn, []() -> ncclResult_t { unsupported(kNoDeviceApi); });
+}
+
+constexpr const char* kNoOneSided =
+    "one-sided puts and signals need a GPU: NCCL writes into the peer's window through GPU memory mappings or GIN, "
+    "and hoccl's libnccl.so.2 moves host memory over two-sided transports (shared memory, tcp). Use ncclSend/"
+    "ncclRecv inside ncclGroupStart/ncclGroupEnd, or NVIDIA's libnccl.so.2 on GPUs.";
+
+ncclResult_t noOneSided(const char* fn) {
+  return guarded(fn, []() -> ncclResult_t { unsupported(kNoOneSided); });
+}
+
+constexpr const char* kNoMapping =
+    "needs GPU memory mappings (a peer's window, multimem or the CFT fabric), which hoccl's host-memory "
+    "libnccl.so.2 does not make. Only this rank's own address of a window is available (ncclWinGetUserPtr, "
+    "ncclGetLsaDevicePointer with lsaRank 0).";
+
+// The address `offset` bytes into this rank's own part of win.
+ncclResult_t ownPointer(const char* fn, ncclWindow_t window, size_t offset, bool own, void** outPtr) {
+  return guarded(fn, [&] {
+    if (!outPtr) throw hoccl::Error(hocclInvalidArgument, "outPtr is NULL; pass the address of a void*");
+    const WindowInfo w = windowInfo(window);
+    if (!own) unsupported(std::string("another rank's window pointer ") + kNoMapping);
+    if (offset > w.bytes) {
+      throw hoccl::Error(hocclInvalidArgument,
+                         fmt::format("offset {} is past the end of the {}-byte window", offset, w.bytes));
+    }
+    *outPtr = static_cast<char*>(w.base) + offset;
+    return ncclSuccess;
+  });
 }
 
 }  // namespace
@@ -71,6 +104,90 @@ int pncclLLA2ACalcSlots(int, int) {
   return 0;
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclLLA2ACalcSlots)
+
+ncclResult_t pncclGinOutboxCreateRequirement(int, int, struct ncclGinOutboxHandle*, ncclDevResourceRequirements_t*) {
+  return noDeviceApi("ncclGinOutboxCreateRequirement");
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclGinOutboxCreateRequirement)
+
+ncclResult_t pncclGinInboxA2ACreateRequirement(ncclTeam_t, int, int, struct ncclGinInboxA2AHandle*,
+                                               ncclDevResourceRequirements_t*) {
+  return noDeviceApi("ncclGinInboxA2ACreateRequirement");
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclGinInboxA2ACreateRequirement)
+
+ncclResult_t pncclPutSignal(const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int, int, unsigned int,
+                            ncclComm_t, cudaStream_t) {
+  return noOneSided("ncclPutSignal");
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclPutSignal)
+
+ncclResult_t pncclSignal(int, int, int, unsigned int, ncclComm_t, cudaStream_t) { return noOneSided("ncclSignal"); }
+HOCCL_NCCL_WEAK_ALIAS(ncclSignal)
+
+ncclResult_t pncclWaitSignal(int, ncclWaitSignalDesc_t*, ncclComm_t, cudaStream_t) {
+  return noOneSided("ncclWaitSignal");
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclWaitSignal)
+
+ncclResult_t pncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void** outPtr) {
+  // Each rank is its own LSA team: lsaRank 0 is this rank.
+  return ownPointer("ncclGetLsaDevicePointer", window, offset, lsaRank == 0, outPtr);
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclGetLsaDevicePointer)
+
+ncclResult_t pncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr) {
+  bool own = false;
+  (void)guarded("ncclGetPeerDevicePointer", [&] {
+    const WindowInfo w = windowInfo(window);
+    own = worldOf("ncclGetPeerDevicePointer", w.comm).rank == peer;
+    return ncclSuccess;
+  });
+  return ownPointer("ncclGetPeerDevicePointer", window, offset, own, outPtr);
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclGetPeerDevicePointer)
+
+ncclResult_t pncclGetLsaMultimemDevicePointer(ncclWindow_t, size_t, void**) {
+  return guarded("ncclGetLsaMultimemDevicePointer",
+                 []() -> ncclResult_t { unsupported(std::string("a multimem pointer ") + kNoMapping); });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclGetLsaMultimemDevicePointer)
+
+ncclResult_t pncclGetMultimemDevicePointer(ncclWindow_t, size_t, ncclMultimemHandle_t, void**) {
+  return guarded("ncclGetMultimemDevicePointer",
+                 []() -> ncclResult_t { unsupported(std::string("a multimem pointer ") + kNoMapping); });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclGetMultimemDevicePointer)
+
+ncclResult_t pncclGetMultimemDeviceLeInfo(ncclWindow_t, size_t, ncclCftLeId*, size_t*) {
+  return guarded("ncclGetMultimemDeviceLeInfo",
+                 []() -> ncclResult_t { unsupported(std::string("CFT LE information ") + kNoMapping); });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclGetMultimemDeviceLeInfo)
+
+ncclResult_t pncclGetCftDeviceLeInfo(ncclWindow_t, size_t, int, ncclTeam_t, ncclCftLeId*, size_t*) {
+  return guarded("ncclGetCftDeviceLeInfo",
+                 []() -> ncclResult_t { unsupported(std::string("CFT LE information ") + kNoMapping); });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclGetCftDeviceLeInfo)
+
+ncclResult_t pncclGetPeerDeviceLeInfo(ncclWindow_t, size_t, int, ncclCftLeId*, size_t*) {
+  return guarded("ncclGetPeerDeviceLeInfo",
+                 []() -> ncclResult_t { unsupported(std::string("CFT LE information ") + kNoMapping); });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclGetPeerDeviceLeInfo)
+
+ncclTeam_t pncclTeamCft(ncclComm_t comm, ncclCftTeamMode_t) {
+  const ncclTeam_t world = worldOf("ncclTeamCft", comm);
+  return world.rank < 0 ? world : ncclTeam_t{1, 0, 1};
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclTeamCft)
+
+ncclTeam_t pncclTeamCftMultimem(ncclComm_t comm) {
+  const ncclTeam_t world = worldOf("ncclTeamCftMultimem", comm);
+  return world.rank < 0 ? world : ncclTeam_t{1, 0, 1};
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclTeamCftMultimem)
 
 ncclTeam_t pncclTeamWorld(ncclComm_t comm) { return worldOf("ncclTeamWorld", comm); }
 HOCCL_NCCL_WEAK_ALIAS(ncclTeamWorld)

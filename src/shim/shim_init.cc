@@ -59,7 +59,7 @@ extern "C" {
 ncclResult_t pncclGetVersion(int* version) {
   return guarded("ncclGetVersion", [&] {
     requireOut(version, "version");
-    *version = HOCCL_NCCL_VERSION_CODE;
+    *version = HOCCL_NCCL_VERSION_CODE;  // the NCCL version whose API and ABI the shim implements
     return ncclSuccess;
   });
 }
@@ -168,7 +168,10 @@ HOCCL_NCCL_WEAK_ALIAS(ncclCommFinalize)
 ncclResult_t pncclCommDestroy(ncclComm_t comm) {
   return guarded("ncclCommDestroy", [&] {
     const ncclResult_t r = fromHoccl(hocclCommDestroy(toHoccl(comm)), toHoccl(comm));
-    if (r == ncclSuccess) dropRegistrations(comm);
+    if (r == ncclSuccess) {
+      dropRegistrations(comm);
+      dropCommState(comm);
+    }
     return r;
   });
 }
@@ -177,7 +180,10 @@ HOCCL_NCCL_WEAK_ALIAS(ncclCommDestroy)
 ncclResult_t pncclCommAbort(ncclComm_t comm) {
   return guarded("ncclCommAbort", [&] {
     const ncclResult_t r = fromHoccl(hocclCommAbort(toHoccl(comm)), toHoccl(comm));
-    if (r == ncclSuccess) dropRegistrations(comm);
+    if (r == ncclSuccess) {
+      dropRegistrations(comm);
+      dropCommState(comm);
+    }
     return r;
   });
 }
@@ -236,6 +242,7 @@ const char* pncclGetErrorString(ncclResult_t result) {
     case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
     case ncclRemoteError: return "remote process exited or there was a network error";
     case ncclInProgress: return "NCCL operation in progress";
+    case ncclTimeout: return "timeout";
     default: return "unknown result code";
   }
 }

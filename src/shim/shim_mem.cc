@@ -2,6 +2,7 @@
 /// NCCL's memory calls for host memory: ncclMemAlloc/ncclMemFree hand out page-aligned host memory (when the
 /// process has no CUDA device); buffer and window registrations are records of a range that deregistration checks.
 /// hoccl's host transports need no pinning, so a registration changes nothing about how data moves.
+/// ncclWinGetUserPtr answers from the window's record.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -84,6 +85,20 @@ void dropRegistrations(ncclComm_t comm) {
   }
 }
 
+WindowInfo windowInfo(ncclWindow_t win) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.regs.find(win);
+  if (!win || it == r.regs.end() || !it->second->window) {
+    throw hoccl::Error(hocclInvalidArgument,
+                       fmt::format("window {} is not registered (not made by ncclCommWindowRegister, or already "
+                                   "deregistered)",
+                                   static_cast<void*>(win)));
+  }
+  const Registration& reg = *it->second;
+  return WindowInfo{reg.comm, const_cast<void*>(reg.base), reg.bytes};
+}
+
 }  // namespace hoccl::shim
 
 extern "C" {
@@ -151,7 +166,9 @@ HOCCL_NCCL_WEAK_ALIAS(ncclCommDeregister)
 ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags) {
   return guarded("ncclCommWindowRegister", [&] {
     if (!win) throw hoccl::Error(hocclInvalidArgument, "win is NULL; pass the address of an ncclWindow_t");
-    if (winFlags & ~1) throw hoccl::Error(hocclInvalidArgument, fmt::format("unknown winFlags {:#x}", winFlags));
+    if (winFlags & ~HOCCL_NCCL_WIN_KNOWN_FLAGS) {
+      throw hoccl::Error(hocclInvalidArgument, fmt::format("unknown winFlags {:#x}", winFlags));
+    }
     *win = static_cast<ncclWindow_t>(registerRange(comm, buff, size, true));
     return ncclSuccess;
   });
@@ -165,5 +182,20 @@ ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   });
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclCommWindowDeregister)
+
+ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
+  return guarded("ncclWinGetUserPtr", [&] {
+    if (!outUserPtr) throw hoccl::Error(hocclInvalidArgument, "outUserPtr is NULL; pass the address of a void*");
+    const WindowInfo w = windowInfo(win);
+    if (w.comm != comm) {
+      throw hoccl::Error(hocclInvalidArgument,
+                         fmt::format("window {} belongs to communicator {}, not to {}", static_cast<void*>(win),
+                                     static_cast<void*>(w.comm), static_cast<void*>(comm)));
+    }
+    *outUserPtr = w.base;
+    return ncclSuccess;
+  });
+}
+HOCCL_NCCL_WEAK_ALIAS(ncclWinGetUserPtr)
 
 }  // extern "C"
