@@ -4,7 +4,9 @@
 #pragma once
 
 #include "hoccl/hoccl.h"
+#ifndef NCCL_H_  // NVIDIA's nccl.h (which tests/abi include instead) declares the same ncclConfig_t
 #include "shim/nccl_abi.h"
+#endif
 
 namespace hoccl::shim {
 

@@ -72,6 +72,11 @@ ncclResult_t fromHoccl(hocclResult_t result, hocclComm_t comm) {
   if (result != hocclSuccess && result != hocclInProgress) {
     const char* text = hocclGetLastError(comm);
     tlsLastError = (text && *text) ? text : hocclGetErrorString(result);
+    // A wait that gave up after HOCCL_TIMEOUT / NCCL_TIMEOUT is NCCL 2.32's ncclTimeout.
+    if (result == hocclRemoteError && isSilentPeerMessage(tlsLastError)) {
+      HOCCL_WARN(kCall, "ncclTimeout: {}", tlsLastError);
+      return ncclTimeout;
+    }
   }
   return static_cast<ncclResult_t>(result);
 }

@@ -40,6 +40,15 @@ ncclConfig_t everyFieldSet(unsigned version) {
   c.nvlsCTAs = 6;
   c.nChannelsPerNetPeer = 7;
   c.nvlinkCentricSched = 1;
+  c.graphUsageMode = 8;
+  c.numRmaCtx = 9;
+  c.maxP2pPeers = 10;
+  c.graphStreamOrdering = 11;
+  c.launchOrderImplicit = 12;
+  c.numRmaSig = 13;
+  c.rmaEagerInit = 14;
+  c.hostCftMode = ncclHostCftEnable;
+  c.nvlsHostMode = ncclNvlsHostModeDisable;
   return c;
 }
 
@@ -56,12 +65,39 @@ void initializerGivesUndefined() {
 void currentVersionKeepsEverything() {
   const ncclConfig_t c = everyFieldSet(NCCL_VERSION_CODE);
   const hocclConfig_t h = hoccl::shim::translateConfig(&c);
-  check(h.blocking == 0 && h.cgaClusterSize == 2 && h.minCTAs == 3 && h.maxCTAs == 4, "2.28: CTA fields");
+  check(h.blocking == 0 && h.cgaClusterSize == 2 && h.minCTAs == 3 && h.maxCTAs == 4, "2.32: CTA fields");
   check(h.netName && std::strcmp(h.netName, "tcp") == 0 && h.commName && std::strcmp(h.commName, "named") == 0,
-        "2.28: names");
+        "2.32: names");
   check(h.splitShare == 1 && h.trafficClass == 5 && h.collnetEnable == 1 && h.CTAPolicy == 1 && h.shrinkShare == 1 &&
             h.nvlsCTAs == 6 && h.nChannelsPerNetPeer == 7 && h.nvlinkCentricSched == 1,
-        "2.28: every other field");
+        "2.32: every other field of 2.28");
+}
+
+void newestFieldsByVersion() {
+  ncclConfig_t c = everyFieldSet(NCCL_VERSION_CODE);
+  ncclConfig_t r = hoccl::shim::readConfig(&c);
+  check(r.graphUsageMode == 8 && r.numRmaCtx == 9 && r.maxP2pPeers == 10 && r.graphStreamOrdering == 11 &&
+            r.launchOrderImplicit == 12 && r.numRmaSig == 13 && r.rmaEagerInit == 14 &&
+            r.hostCftMode == ncclHostCftEnable && r.nvlsHostMode == ncclNvlsHostModeDisable,
+        "2.32: the fields of 2.29-2.31 read");
+  c = everyFieldSet(NCCL_VERSION(2, 30, 7));
+  r = hoccl::shim::readConfig(&c);
+  check(r.maxP2pPeers == 10 && r.launchOrderImplicit == 12 && r.numRmaSig == INT_MIN && r.rmaEagerInit == INT_MIN &&
+            r.hostCftMode == INT_MIN && r.nvlsHostMode == INT_MIN,
+        "2.30: 2.30 fields kept, 2.31 fields forgotten");
+  c = everyFieldSet(NCCL_VERSION(2, 28, 9));
+  r = hoccl::shim::readConfig(&c);
+  check(r.nvlinkCentricSched == 1 && r.graphUsageMode == INT_MIN && r.numRmaCtx == INT_MIN && r.maxP2pPeers == INT_MIN,
+        "2.28: 2.29 and 2.30 fields forgotten");
+  // A 2.28-size config (the layout the CUDA toolkit's nccl.h has) followed by garbage.
+  unsigned char raw[sizeof(ncclConfig_t)];
+  std::memset(raw, 0x5A, sizeof raw);
+  c = everyFieldSet(NCCL_VERSION(2, 28, 9));
+  c.size = offsetof(ncclConfig_t, graphUsageMode);
+  std::memcpy(raw, &c, c.size);
+  r = hoccl::shim::readConfig(raw);
+  check(r.nvlinkCentricSched == 1 && r.graphUsageMode == INT_MIN && r.nvlsHostMode == INT_MIN,
+        "2.28 size: bytes past size ignored");
 }
 
 void olderVersionsForgetNewerFields() {
@@ -124,6 +160,7 @@ void rejected() {
 int main() {
   initializerGivesUndefined();
   currentVersionKeepsEverything();
+  newestFieldsByVersion();
   olderVersionsForgetNewerFields();
   shortLayoutIgnoresWhatFollows();
   rejected();

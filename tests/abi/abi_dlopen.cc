@@ -74,12 +74,14 @@ int main(int argc, char** argv) {
                         "invalid argument (run with NCCL_DEBUG=WARN for details)",
                         "invalid usage (run with NCCL_DEBUG=WARN for details)",
                         "remote process exited or there was a network error",
-                        "NCCL operation in progress"};
+                        "NCCL operation in progress",
+                        "timeout"};
+  static_assert(sizeof want / sizeof want[0] == ncclNumResults, "one text per result code of nccl.h");
   for (int r = 0; r < ncclNumResults; ++r) {
     const char* got = errorString(static_cast<ncclResult_t>(r));
     check(got && std::strcmp(got, want[r]) == 0, "ncclGetErrorString(" + std::to_string(r) + ") = " + got);
   }
-  check(std::strcmp(errorString(ncclNumResults), "unknown result code") == 0, "ncclGetErrorString(8)");
+  check(std::strcmp(errorString(ncclNumResults), "unknown result code") == 0, "ncclGetErrorString(ncclNumResults)");
   check(std::strcmp(errorString(static_cast<ncclResult_t>(-1)), "unknown result code") == 0, "ncclGetErrorString(-1)");
 
   dlclose(lib);
