@@ -72,8 +72,9 @@ Probe probePorts(const IbvLib& lib, const HcaFilter& filter) {
   int n = 0;
   ibv_device** list = lib.get_device_list(&n);
   if (!list || n == 0) {
+    // No list at all (ENOSYS) is what a kernel without RDMA support answers: no device either.
     probe.why = list ? "libibverbs found no RDMA device (ibv_get_device_list returned none)"
-                     : fmt::format("ibv_get_device_list failed: {}", std::strerror(errno));
+                     : fmt::format("libibverbs found no RDMA device (ibv_get_device_list: {})", std::strerror(errno));
     if (list) lib.free_device_list(list);
     return probe;
   }
