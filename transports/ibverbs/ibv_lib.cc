@@ -61,6 +61,15 @@ IbvLib IbvLib::load(const char* soname) {
   return lib;
 }
 
+IbvLib IbvLib::fromFunctions(IbvLib t) {
+  t.handle_ = nullptr;
+  t.ok_ = t.get_device_list && t.free_device_list && t.get_device_name && t.open_device && t.close_device &&
+          t.query_device && t.query_port_compat && t.query_gid && t.alloc_pd && t.dealloc_pd && t.reg_mr &&
+          t.dereg_mr && t.create_cq && t.destroy_cq && t.create_qp && t.modify_qp && t.destroy_qp;
+  t.why_ = t.ok_ ? "" : "a function of the given table is missing";
+  return t;
+}
+
 const IbvLib& IbvLib::get() {
   static const IbvLib lib = load("libibverbs.so.1");
   return lib;

@@ -44,6 +44,9 @@ struct IbvLib {
   /// Loads a table from `soname` (tests pass a name that does not exist to see the absent-library path).
   static IbvLib load(const char* soname);
 
+  /// For tests: a table whose functions are all given (a simulated device); ok() when none is null.
+  static IbvLib fromFunctions(IbvLib table);
+
   /// True when the library and every function were found.
   bool ok() const { return ok_; }
   /// Why the table is unusable ("" when ok()).
