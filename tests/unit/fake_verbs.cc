@@ -31,6 +31,7 @@ struct Op {  // a write on the wire
   uint64_t srcAddr;
   uint32_t len;
   uint32_t lkey = 0;
+  uint64_t postedAt = 0;  ///< the poll count when posted
 };
 
 struct State {
@@ -49,6 +50,8 @@ struct State {
   int failStatus = 0;
   int failCount = 0;
   size_t writes = 0;
+  uint64_t polls = 0;    // completion-queue polls so far, by anyone
+  uint64_t latency = 1;  // polls a write stays in flight
 };
 State* g = nullptr;
 
@@ -76,9 +79,9 @@ void fail(Qp* q, const Op& op, ibv_wc_status status) {
   complete(q->qp.send_cq, op.wr.wr_id, status, IBV_WC_RDMA_WRITE, q->qp.qp_num);
 }
 
-/// Carries out every queued write, in order.
+/// Carries out the queued writes, in order, that have stayed in flight for `latency` polls.
 void runWire() {
-  while (!g->wire.empty()) {
+  while (!g->wire.empty() && g->wire.front().postedAt + g->latency < g->polls) {
     Op op = std::move(g->wire.front());
     g->wire.pop_front();
     auto sit = g->qps.find(op.srcQpn);
@@ -152,7 +155,7 @@ int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       *bad = wr;
       return EINVAL;
     }
-    Op op{qp->qp_num, *wr, {}, 0, 0, 0};
+    Op op{qp->qp_num, *wr, {}, 0, 0, 0, g->polls};
     op.wr.next = nullptr;
     if (wr->num_sge > 1) {
       *bad = wr;
@@ -187,6 +190,7 @@ int postRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 
 int pollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   std::lock_guard<std::mutex> lock(g->mu);
+  ++g->polls;
   runWire();
   Cq* c = cqOf(cq);
   int got = 0;
@@ -365,6 +369,11 @@ void FakeVerbs::failNextWrites(int status, int count) {
 size_t FakeVerbs::liveObjects() const {
   std::lock_guard<std::mutex> lock(g->mu);
   return g->contexts.size() + g->pds.size() + g->mrs.size() + g->cqs.size() + g->qps.size();
+}
+
+void FakeVerbs::setLatency(unsigned polls) {
+  std::lock_guard<std::mutex> lock(g->mu);
+  g->latency = polls;
 }
 
 size_t FakeVerbs::writes() const {

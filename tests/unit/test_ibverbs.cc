@@ -551,7 +551,10 @@ TEST_CASE("ibverbs: credit return is cumulative with one write in flight", "[ibv
   CHECK(r.startReturn() == 1);
   r.consumed();
   CHECK_FALSE(r.shouldReturn());  // one in flight
+  CHECK(r.owed());
+  CHECK(r.inFlight());
   r.returnCompleted();
+  CHECK_FALSE(r.inFlight());
   CHECK(r.shouldReturn());
   CHECK(r.startReturn() == 2);
   r.returnCompleted();
@@ -944,4 +947,32 @@ TEST_CASE("ibverbs on a simulated device: a failed write is an error naming peer
   CHECK_THAT(errors[0], Contains("rank 1 (host simhost1") && Contains("fake_rxe0:1") &&
                             Contains("IBV_WC_RETRY_EXC_ERR") && Contains("Try:"));
   CHECK(errors[1].empty());
+}
+
+TEST_CASE("ibverbs on a simulated device: one message at a time over a slow link", "[ibverbs][sim]") {
+  // Each receive completes while the previous credit write is still in flight: the channel settles it and writes
+  // the final count before it goes idle.
+  ScopedEnv a("HOCCL_IB_SLOTS", "2"), b("HOCCL_IB_SLOT_SIZE", "4096");
+  FakeVerbs fake;
+  fake.setLatency(40);
+  auto id = boot::createUniqueId();
+  auto errors = test::runThreads(2, [&](int r) {
+    SimRank st = connectSim(id, r, 2, fake.lib());
+    transport::Channel& ch = *st.channels.at(1 - r);
+    for (size_t i = 0; i < 40; ++i) {
+      const size_t n = 1 + (i * 977) % 20000;
+      auto out = bytesOf(r, 1 - r, i, n);
+      std::vector<unsigned char> in(n);
+      ch.postSend(out.data(), n);
+      transport::RecvTarget t;
+      t.direct = in.data();
+      ch.postRecv(n, std::move(t));
+      driveAll(st);
+      if (in != bytesOf(1 - r, r, i, n)) throw std::runtime_error(fmt::format("message {} differs", i));
+    }
+    st.boot->barrier();
+  });
+  INFO(test::firstError(errors));
+  CHECK(test::firstError(errors).empty());
+  CHECK(fake.liveObjects() == 0);
 }

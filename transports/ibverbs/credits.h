@@ -63,6 +63,10 @@ class CreditReturn {
   void returnCompleted();
   /// Chunks consumed so far.
   uint64_t consumedCount() const { return consumed_; }
+  /// Whether consumed chunks have not been written back yet.
+  bool owed() const { return consumed_ > returned_; }
+  /// Whether a credit write is in flight.
+  bool inFlight() const { return inFlight_; }
 
  private:
   uint32_t slots_;

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/params.h"
+#include "base/wait.h"
 #include "transports/ibverbs/wc_error.h"
 #include "transports/transport_util.h"
 
@@ -240,6 +242,7 @@ bool IbvChannel::progress() {
     moved = true;
   }
   moved = deliverChunks() || moved;
+  if (recvMsgs_.empty() && ret_.owed() && ret_.inFlight()) settleCredits();
   moved = returnCredits() || moved;
   moved = postChunks() || moved;
   while (!sendMsgs_.empty() && sendPostedFrom_ > 0 && credits_.completed() > sendMsgs_.front().lastSeq) {
@@ -325,6 +328,20 @@ bool IbvChannel::returnCredits() {
   postWrite(wrId(kCredit, 0), creditOut, lkey(), sizeof(uint64_t), remote_.creditAddr, remote_.creditRkey, false, 0,
             inlineCredit_);
   return true;
+}
+
+void IbvChannel::settleCredits() {
+  // One round trip on a healthy link; a broken one completes the write with an error after the transport's retries
+  // (HOCCL_IB_TIMEOUT, HOCCL_IB_RETRY_CNT), and HOCCL_TIMEOUT bounds it in any case.
+  const auto limit = std::chrono::seconds(params::TIMEOUT.get());
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  Backoff backoff(false);
+  while (ret_.inFlight()) {
+    if (pollCompletions()) continue;
+    if (std::chrono::steady_clock::now() > deadline)
+      fail(fmt::format("the credit write did not complete within {} s (HOCCL_TIMEOUT)", limit.count()));
+    backoff.pause();
+  }
 }
 
 bool IbvChannel::postChunks() {

@@ -13,6 +13,10 @@
 /// written), then RDMA-writes its cumulative consumed count into the sender's credit word. A sender posts chunk n
 /// only when chunk n - slots is consumed by the peer and its own write of it completed.
 ///
+/// When the last posted receive completes while a credit write is still in flight, progress() waits for that write
+/// (about one round trip) and writes the final count, so that the peer never waits for credits of chunks already
+/// consumed while this rank no longer drives the channel.
+///
 /// A failed completion is an error naming the peer, the device, the status and what to try (wc_error.h); a peer that
 /// goes silent is caught by the executor's wait (HOCCL_TIMEOUT). Not thread-safe: one thread drives it.
 #pragma once
@@ -73,6 +77,7 @@ class IbvChannel final : public Channel {
   bool pollCompletions();
   bool deliverChunks();
   bool returnCredits();
+  void settleCredits();
   bool postChunks();
   void postRecvRequest(uint64_t seq);
   void postWrite(uint64_t wrId, const void* src, uint32_t lkey, uint32_t len, uint64_t raddr, uint32_t rkey,
