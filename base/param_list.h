@@ -50,8 +50,24 @@
       "Bytes per stripe when a tcp message is split across the connections of a peer (rounded up to a multiple of "    \
       "4096)")                                                                                                         \
   STRING(NET, "", "Accepted for NCCL compatibility and ignored: no effect, tcp is the only transport between hosts")   \
+  /* RDMA verbs transport (transports/ibverbs) */                                                                      \
   INT(IB_DISABLE, 0, 0, 1,                                                                                             \
-      "Accepted for NCCL compatibility and ignored: no effect, hoccl has no RDMA (ibverbs) transport")                 \
+      "1 turns the ibverbs (RDMA) transport off; without it, or without a usable RDMA device, peers on other hosts "   \
+      "use tcp")                                                                                                       \
+  STRING(IB_HCA, "",                                                                                                   \
+         "RDMA devices and ports the ibverbs transport may use: comma-separated device[:port] name prefixes "         \
+         "(mlx5_0:1,mlx5_1), a leading ^ excludes them, a leading = makes the names exact. Unset: every active port") \
+  INT(IB_GID_INDEX, std::nullopt, 0, 255,                                                                              \
+      "GID table index for RoCE ports. Unset: the first RoCE v2 GID (an IPv4-mapped one if any), else index 0; "      \
+      "InfiniBand ports route by LID")                                                                                 \
+  INT(IB_TIMEOUT, 20, 1, 31, "ibverbs queue pairs' ACK timeout: 4.096 us x 2^value before a packet is retried")       \
+  INT(IB_RETRY_CNT, 7, 0, 7, "ibverbs queue pairs' retries before a send fails (then the peer is reported lost)")     \
+  INT(IB_ADAPTIVE_ROUTING, 0, 0, 1,                                                                                    \
+      "1 posts each ibverbs chunk as an RDMA write followed by an empty write with immediate, for fabrics with "       \
+      "adaptive routing; 0 sends one write with immediate per chunk")                                                  \
+  INT(IB_SLOTS, 8, 2, 64, "ibverbs bounce buffers per peer and direction (the flow-control credits)")                 \
+  INT(IB_SLOT_SIZE, 524288, 4096, int64_t{1} << 30,                                                                    \
+      "Bytes per ibverbs bounce buffer, the largest chunk of a message (rounded up to a multiple of 4096)")            \
   STRING(SOCKET_IFNAME, "",                                                                                            \
          "IPv4 network interfaces to use: comma-separated name prefixes, a leading ^ excludes them, a leading = "      \
          "makes the names exact. Unset: the first interface up that is not loopback")                                  \

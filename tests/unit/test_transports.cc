@@ -259,13 +259,13 @@ int leftoverSegments(const std::string& jobTag) {
 TEST_CASE("registry: shm first unless HOCCL_SHM_DISABLE=1, tcp always last", "[transports]") {
   unsetenv("HOCCL_SHM_DISABLE");
   auto all = makeTransports();
-  REQUIRE(all.size() == 2);
-  CHECK(std::string(all[0]->name()) == "shm");
-  CHECK(std::string(all[1]->name()) == "tcp");
+  REQUIRE(all.size() >= 2);
+  CHECK(std::string(all.front()->name()) == "shm");
+  CHECK(std::string(all.back()->name()) == "tcp");
   setenv("HOCCL_SHM_DISABLE", "1", 1);
   auto noShm = makeTransports();
-  REQUIRE(noShm.size() == 1);
-  CHECK(std::string(noShm[0]->name()) == "tcp");
+  REQUIRE(noShm.size() == all.size() - 1);
+  CHECK(std::string(noShm.back()->name()) == "tcp");
   setenv("HOCCL_SHM_DISABLE", "yes", 1);
   CHECK_THROWS_AS(makeTransports(), Error);
   unsetenv("HOCCL_SHM_DISABLE");
