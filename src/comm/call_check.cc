@@ -1,0 +1,247 @@
+/*
+ * The mismatch check (see call_check.h). Per communicator of the call, every rank posts its 64-byte fingerprint to
+ * every peer and a receive of 64 bytes from every peer on the channels the collectives use, then progresses all of
+ * them (every communicator of a group at once, so that ranks that list the communicators in different orders cannot
+ * deadlock) under the waiting policy of base/wait.h: HOCCL_TIMEOUT, the communicator's health, and the channels'
+ * own detection of dead peers. All fingerprints then lie on every rank, so every rank finds the same difference and
+ * fails with the same list of calls; nothing else was sent, so the channels stay in step. The bytes are not counted
+ * in the communicator's byte counters (they are control traffic, not the call's payload).
+ *
+ * Cost: one round of 64-byte messages with each peer (the channels' small-message latency); measured against the
+ * calls in docs/performance.md ("Mismatch check"), which is where kCheckMinBytes comes from.
+ */
+#include "comm/call_check.h"
+
+#include <sched.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "base/error.h"
+#include "base/hash.h"
+#include "base/log.h"
+#include "base/params.h"
+#include "base/wait.h"
+#include "comm/group.h"
+#include "comm/plan.h"
+
+namespace hoccl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter; }
+
+transport::CollCall callOf(const Op& op) {
+  transport::CollCall c;
+  c.coll = op.coll;
+  c.count = op.count;
+  c.dtype = op.dtype;
+  c.op = op.op;
+  c.root = op.root;
+  return c;
+}
+
+// Largest buffer of the collective on this communicator, in bytes.
+size_t payloadBytes(const Op& op) {
+  const transport::CollCall c = callOf(op);
+  const int n = op.comm->nranks();
+  return std::max(transport::inputBytes(c, n), transport::outputBytes(c, n));
+}
+
+// One communicator's share of the check.
+struct CommCheck {
+  Communicator* comm = nullptr;
+  std::vector<const Op*> colls;
+  CallFingerprint mine;
+  std::vector<CallFingerprint> all;  // one per rank (all[rank] = mine)
+  std::vector<transport::Channel*> channels;
+};
+
+CallFingerprint fingerprintOf(const std::vector<const Op*>& colls) {
+  CallFingerprint f;
+  const Op& first = *colls.front();
+  f.seq = first.seq;
+  f.count = first.count;
+  f.ncoll = static_cast<uint32_t>(colls.size());
+  f.root = isRooted(first.coll) ? first.root : -1;
+  f.coll = static_cast<uint8_t>(first.coll);
+  f.dtype = static_cast<uint8_t>(first.dtype);
+  f.op = reduces(first.coll) ? static_cast<uint8_t>(std::min<int>(first.op, 0xfe)) : 0xff;
+  const char* name = resolve(first).decision->choice.name();
+  std::strncpy(f.algorithm, name, sizeof(f.algorithm) - 1);
+  uint64_t h = kFnv1aBasis;
+  for (const Op* op : colls) {
+    const int64_t fields[] = {static_cast<int64_t>(op->seq),   static_cast<int64_t>(op->coll),
+                              static_cast<int64_t>(op->count), static_cast<int64_t>(op->dtype),
+                              reduces(op->coll) ? op->op : -1, isRooted(op->coll) ? op->root : -1};
+    h = fnv1a(fields, sizeof(fields), h);
+  }
+  f.groupHash = h;
+  return f;
+}
+
+bool same(const CallFingerprint& a, const CallFingerprint& b) { return std::memcmp(&a, &b, sizeof(a)) == 0; }
+
+std::string joinRanks(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+[[noreturn]] void throwDifference(const CommCheck& c) {
+  std::vector<std::pair<CallFingerprint, std::vector<int>>> groups;  // distinct fingerprints, in rank order
+  for (int r = 0; r < static_cast<int>(c.all.size()); ++r) {
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return same(g.first, c.all[r]); });
+    if (it == groups.end()) groups.push_back({c.all[r], {r}});
+    else it->second.push_back(r);
+  }
+  std::string list;
+  for (const auto& [f, ranks] : groups)
+    list += fmt::format("{}{} {}: {}", list.empty() ? "" : "; ", ranks.size() == 1 ? "rank" : "ranks", joinRanks(ranks),
+                        describeFingerprint(f));
+  throw Error(hocclInvalidUsage,
+              fmt::format("{}: the ranks called different operations ({}). The mismatch check (HOCCL_CHECK_MISMATCH) "
+                          "compared the calls before any data moved, so no buffer was touched. Every rank must issue "
+                          "the same collectives in the same order with the same count, type, op and root",
+                          c.comm->describe(), list));
+}
+
+// Progresses every channel of checks until none has pending work; throws on a timeout or a failure.
+void exchange(std::vector<CommCheck>& checks) {
+  static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
+  bool oversubscribed = false;
+  for (const CommCheck& c : checks) oversubscribed |= c.comm->oversubscribed();
+  Backoff backoff(oversubscribed);
+  Clock::time_point lastProgress = Clock::now();
+  while (true) {
+    bool pending = false, moved = false;
+    for (CommCheck& c : checks) {
+      Health& health = c.comm->health();
+      if (health.aborted() || health.failed())
+        health.check(c.comm->describe(), "the mismatch check of " + describeFingerprint(c.mine));
+      for (transport::Channel* ch : c.channels) {
+        try {
+          moved |= ch->progress();
+        } catch (const Error& e) {
+          throw Error(e.code(), fmt::format("{}: the mismatch check of {} failed: {}", c.comm->describe(),
+                                            describeFingerprint(c.mine), e.what()));
+        }
+        pending |= ch->pending() > 0;
+      }
+    }
+    if (!pending) return;
+    if (moved) {
+      backoff.reset();
+      lastProgress = Clock::now();
+      continue;
+    }
+    const WaitAction action = backoff.next();
+    if (action == WaitAction::Spin) Backoff::cpuRelax();
+    else if (action == WaitAction::Yield) sched_yield();
+    else {
+      bool slept = false;
+      for (CommCheck& c : checks)
+        for (transport::Channel* ch : c.channels)
+          if (!slept && ch->pending()) {
+            ch->waitForActivity(backoff.blockMicros());
+            slept = true;
+          }
+    }
+    if ((backoff.idle() & 63) == 0 && Clock::now() - lastProgress > timeout) {
+      for (CommCheck& c : checks) {
+        std::string peers;
+        for (transport::Channel* ch : c.channels) {
+          if (ch->pending() == 0) continue;
+          const auto& info = c.comm->rankInfo()[ch->peer()];
+          peers += fmt::format("{}rank {} (host {}, pid {}, via {})", peers.empty() ? "" : ", ", ch->peer(),
+                               info.hostname, info.pid, c.comm->transportName(ch->peer()));
+        }
+        if (!peers.empty())
+          throw Error(hocclRemoteError,
+                      silentPeerMessage(c.comm->describe(), "the mismatch check of " + describeFingerprint(c.mine),
+                                        timeout.count(), peers));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::string describeFingerprint(const CallFingerprint& f) {
+  transport::CollCall c;
+  c.coll = static_cast<Coll>(f.coll);
+  c.count = f.count;
+  c.dtype = static_cast<hocclDataType_t>(f.dtype);
+  c.op = static_cast<hocclRedOp_t>(f.op);
+  c.root = f.root;
+  std::string algo(f.algorithm, strnlen(f.algorithm, sizeof(f.algorithm)));
+  std::string s = fmt::format("call #{} {} [{}]", f.seq, transport::describeCall(c), algo);
+  if (f.ncoll > 1) s += fmt::format(" and {} more collective(s) in a group", f.ncoll - 1);
+  return s;
+}
+
+bool mismatchCheckWanted(int mode, uint64_t seq, size_t bytes) {
+  if (mode <= 0) return false;
+  if (mode >= 2) return true;
+  return seq < kCheckFirstCalls || bytes >= kCheckMinBytes;
+}
+
+void checkCalls(const Op* ops, size_t n) {
+  static const int mode = static_cast<int>(params::CHECK_MISMATCH.get());
+  if (mode == 0) return;
+  std::vector<CommCheck> checks;
+  for (size_t i = 0; i < n; ++i) {
+    const Op& op = ops[i];
+    if (op.kind != Op::Kind::Collective || op.comm->nranks() < 2) continue;
+    auto it = std::find_if(checks.begin(), checks.end(), [&](const CommCheck& c) { return c.comm == op.comm; });
+    if (it == checks.end()) {
+      checks.emplace_back();
+      it = checks.end() - 1;
+      it->comm = op.comm;
+    }
+    it->colls.push_back(&op);
+  }
+  // The policy, per communicator: by its first collective's sequence number and its largest payload.
+  checks.erase(std::remove_if(
+                   checks.begin(), checks.end(),
+                   [](const CommCheck& c) {
+    size_t bytes = 0;
+    for (const Op* op : c.colls) bytes = std::max(bytes, payloadBytes(*op));
+    return !mismatchCheckWanted(mode, c.colls.front()->seq, bytes);
+                   }),
+               checks.end());
+  if (checks.empty()) return;
+  for (CommCheck& c : checks) {
+    Communicator& comm = *c.comm;
+    c.mine = fingerprintOf(c.colls);
+    c.all.assign(static_cast<size_t>(comm.nranks()), CallFingerprint{});
+    c.all[static_cast<size_t>(comm.rank())] = c.mine;
+  }
+  // Lets hocclCommAbort (another thread) wait until the check has left the communicators.
+  std::vector<std::unique_ptr<InFlightGuard>> inFlight;
+  for (CommCheck& c : checks) inFlight.push_back(std::make_unique<InFlightGuard>(*c.comm));
+  // Post everything (vectors no longer grow: the addresses stay valid), then progress.
+  for (CommCheck& c : checks) {
+    Communicator& comm = *c.comm;
+    for (int p = 0; p < comm.nranks(); ++p) {
+      if (p == comm.rank()) continue;
+      transport::Channel& ch = comm.channel(p);
+      ch.postSend(&c.mine, sizeof(CallFingerprint));
+      transport::RecvTarget target;
+      target.direct = &c.all[static_cast<size_t>(p)];
+      ch.postRecv(sizeof(CallFingerprint), std::move(target));
+      c.channels.push_back(&ch);
+    }
+  }
+  exchange(checks);
+  for (const CommCheck& c : checks)
+    for (const CallFingerprint& f : c.all)
+      if (!same(f, c.mine)) throwDifference(c);
+}
+
+}  // namespace hoccl
