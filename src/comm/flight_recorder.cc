@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,7 +32,22 @@
 namespace hoccl {
 namespace {
 
+// The entries' times: the coarse real-time clock (a few ns to read where the fine clock costs tens of ns, which
+// every small call would pay twice; its resolution, one kernel tick, goes into the dump): enough to see which call
+// hung and since when, not to time a microsecond call (the perf tools do that).
 int64_t nowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+int64_t clockResolutionNs() {
+  timespec ts{};
+  clock_getres(CLOCK_REALTIME_COARSE, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+int64_t fineNowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
@@ -144,7 +160,8 @@ const char* traceStateName(TraceState s) {
 }
 
 FlightRecorder::FlightRecorder(size_t capacity, std::string commId, std::string name, int rank, int nranks)
-    : ring_(capacity), commId_(std::move(commId)), name_(std::move(name)), rank_(rank), nranks_(nranks) {
+    : ring_(capacity ? size_t{1} << (64 - __builtin_clzll(capacity - 1 | 1)) : 0), mask_(ring_.size() - 1),
+      commId_(std::move(commId)), name_(std::move(name)), rank_(rank), nranks_(nranks) {
   if (!params::TRACE_DUMP.get().empty()) {
     static std::once_flag once;
     std::call_once(once, installSignalDumper);
@@ -166,7 +183,7 @@ uint64_t FlightRecorder::record(TraceEntry e, TraceState state) {
   if (state != TraceState::Enqueued) e.startNs = e.enqueuedNs;
   std::lock_guard<std::mutex> lock(mutex_);
   e.id = next_++;
-  ring_[e.id % ring_.size()] = e;
+  ring_[e.id & mask_] = e;
   return e.id;
 }
 
@@ -174,7 +191,7 @@ void FlightRecorder::update(uint64_t id, TraceState state, const char* algorithm
   if (ring_.empty()) return;
   const int64_t t = nowNs();
   std::lock_guard<std::mutex> lock(mutex_);
-  TraceEntry& e = ring_[id % ring_.size()];
+  TraceEntry& e = ring_[id & mask_];
   if (e.id != id || id >= next_) return;
   e.state = state;
   if (algorithm) e.algorithm = algorithm;
@@ -191,7 +208,7 @@ std::vector<TraceEntry> FlightRecorder::snapshot() const {
   std::vector<TraceEntry> out;
   const uint64_t kept = std::min<uint64_t>(next_, ring_.size());
   out.reserve(kept);
-  for (uint64_t id = next_ - kept; id < next_; ++id) out.push_back(ring_[id % ring_.size()]);
+  for (uint64_t id = next_ - kept; id < next_; ++id) out.push_back(ring_[id & mask_]);
   return out;
 }
 
@@ -250,7 +267,8 @@ std::string FlightRecorder::dumpAll(const std::string& reason, int rank) {
   gethostname(host, sizeof(host) - 1);
   doc["host"] = host;
   doc["reason"] = reason;
-  doc["time_ns"] = nowNs();
+  doc["time_ns"] = fineNowNs();
+  doc["clock_resolution_ns"] = clockResolutionNs();
   nlohmann::json comms = nlohmann::json::array();
   {
     std::lock_guard<std::mutex> lock(registry().mutex);

@@ -4,8 +4,8 @@
 /// was enqueued, started and ended) in a ring buffer. With HOCCL_TRACE_DUMP set, every live recorder of the process
 /// is written as JSON to that file when a call fails (an error, a timeout, a peer's failure) and when the process
 /// receives SIGUSR1; `hoccl-trace` (tools/trace) reads the files of all ranks and says which rank is behind, on
-/// which call, and which calls differ. Recording costs two uncontended lock/unlock pairs and three clock reads
-/// per operation.
+/// which call, and which calls differ. Recording costs two uncontended lock/unlock pairs and two reads of the
+/// coarse real-time clock per operation (times have the kernel tick's resolution, given in the dump).
 #pragma once
 
 #include <cstddef>
@@ -55,7 +55,7 @@ struct TraceEntry {
 /// call, the SIGUSR1 thread) reads.
 class FlightRecorder {
  public:
-  /// Keeps the last `capacity` operations (0: records nothing). `commId` is the same on every rank of the
+  /// Keeps the last `capacity` operations, rounded up to a power of two (0: records nothing). `commId` is the same on every rank of the
   /// communicator; `name` is the user's name for it (may be empty). Registers itself for dumps.
   FlightRecorder(size_t capacity, std::string commId, std::string name, int rank, int nranks);
   /// Unregisters.
@@ -86,7 +86,8 @@ class FlightRecorder {
 
  private:
   mutable std::mutex mutex_;
-  std::vector<TraceEntry> ring_;
+  std::vector<TraceEntry> ring_;  // a power of two entries
+  uint64_t mask_;
   uint64_t next_ = 0;
   std::string commId_, name_;
   int rank_, nranks_;
