@@ -8,7 +8,7 @@
  * in the communicator's byte counters (they are control traffic, not the call's payload).
  *
  * Cost: one round of 64-byte messages with each peer (the channels' small-message latency); measured against the
- * calls in docs/performance.md ("Mismatch check"), which is where kCheckMinBytes comes from.
+ * calls in docs/performance.md ("Mismatch check and flight recorder"), which is where kCheckMinBytes comes from.
  */
 #include "comm/call_check.h"
 
@@ -53,13 +53,13 @@ size_t payloadBytes(const Op& op) {
   return std::max(transport::inputBytes(c, n), transport::outputBytes(c, n));
 }
 
-// One communicator's share of the check.
-struct CommCheck {
+// The state of one check: this rank's fingerprint, everybody's, and the channels it swaps them over.
+struct CheckState {
   Communicator* comm = nullptr;
-  std::vector<const Op*> colls;
   CallFingerprint mine;
   std::vector<CallFingerprint> all;  // one per rank (all[rank] = mine)
   std::vector<transport::Channel*> channels;
+  bool posted = false;
 };
 
 CallFingerprint fingerprintOf(const std::vector<const Op*>& colls) {
@@ -93,7 +93,7 @@ std::string joinRanks(const std::vector<int>& ranks) {
   return s;
 }
 
-[[noreturn]] void throwDifference(const CommCheck& c) {
+[[noreturn]] void throwDifference(const CheckState& c) {
   std::vector<std::pair<CallFingerprint, std::vector<int>>> groups;  // distinct fingerprints, in rank order
   for (int r = 0; r < static_cast<int>(c.all.size()); ++r) {
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return same(g.first, c.all[r]); });
@@ -111,63 +111,56 @@ std::string joinRanks(const std::vector<int>& ranks) {
                           c.comm->describe(), list));
 }
 
-// Progresses every channel of checks until none has pending work; throws on a timeout or a failure.
-void exchange(std::vector<CommCheck>& checks) {
-  static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
-  bool oversubscribed = false;
-  for (const CommCheck& c : checks) oversubscribed |= c.comm->oversubscribed();
-  Backoff backoff(oversubscribed);
-  Clock::time_point lastProgress = Clock::now();
-  while (true) {
-    bool pending = false, moved = false;
-    for (CommCheck& c : checks) {
-      Health& health = c.comm->health();
-      if (health.aborted() || health.failed())
-        health.check(c.comm->describe(), "the mismatch check of " + describeFingerprint(c.mine));
-      for (transport::Channel* ch : c.channels) {
-        try {
-          moved |= ch->progress();
-        } catch (const Error& e) {
-          throw Error(e.code(), fmt::format("{}: the mismatch check of {} failed: {}", c.comm->describe(),
-                                            describeFingerprint(c.mine), e.what()));
-        }
-        pending |= ch->pending() > 0;
-      }
-    }
-    if (!pending) return;
-    if (moved) {
-      backoff.reset();
-      lastProgress = Clock::now();
-      continue;
-    }
-    const WaitAction action = backoff.next();
-    if (action == WaitAction::Spin) Backoff::cpuRelax();
-    else if (action == WaitAction::Yield) sched_yield();
-    else {
-      bool slept = false;
-      for (CommCheck& c : checks)
-        for (transport::Channel* ch : c.channels)
-          if (!slept && ch->pending()) {
-            ch->waitForActivity(backoff.blockMicros());
-            slept = true;
-          }
-    }
-    if ((backoff.idle() & 63) == 0 && Clock::now() - lastProgress > timeout) {
-      for (CommCheck& c : checks) {
-        std::string peers;
-        for (transport::Channel* ch : c.channels) {
-          if (ch->pending() == 0) continue;
-          const auto& info = c.comm->rankInfo()[ch->peer()];
-          peers += fmt::format("{}rank {} (host {}, pid {}, via {})", peers.empty() ? "" : ", ", ch->peer(),
-                               info.hostname, info.pid, c.comm->transportName(ch->peer()));
-        }
-        if (!peers.empty())
-          throw Error(hocclRemoteError,
-                      silentPeerMessage(c.comm->describe(), "the mismatch check of " + describeFingerprint(c.mine),
-                                        timeout.count(), peers));
-      }
-    }
+void post(CheckState& c, const Op& op) {
+  Communicator& comm = *op.comm;
+  c.comm = &comm;
+  c.mine = fingerprintOf({&op});
+  c.all.assign(static_cast<size_t>(comm.nranks()), CallFingerprint{});
+  c.all[static_cast<size_t>(comm.rank())] = c.mine;
+  for (int p = 0; p < comm.nranks(); ++p) {
+    if (p == comm.rank()) continue;
+    transport::Channel& ch = comm.channel(p);
+    ch.postSend(&c.mine, sizeof(CallFingerprint));
+    transport::RecvTarget target;
+    target.direct = &c.all[static_cast<size_t>(p)];
+    ch.postRecv(sizeof(CallFingerprint), std::move(target));
+    c.channels.push_back(&ch);
   }
+  c.posted = true;
+}
+
+// Moves the swap forward without waiting; true (after comparing) once every fingerprint is here.
+bool progress(CheckState& c, bool& moved) {
+  bool pending = false;
+  for (transport::Channel* ch : c.channels) {
+    try {
+      moved |= ch->progress();
+    } catch (const Error& e) {
+      throw Error(e.code(), fmt::format("{}: the mismatch check of {} failed: {}", c.comm->describe(),
+                                        describeFingerprint(c.mine), e.what()));
+    }
+    pending |= ch->pending() > 0;
+  }
+  if (pending) return false;
+  for (const CallFingerprint& f : c.all)
+    if (!same(f, c.mine)) throwDifference(c);
+  return true;
+}
+
+std::string pendingPeers(const CheckState& c) {
+  std::string peers;
+  for (transport::Channel* ch : c.channels) {
+    if (ch->pending() == 0) continue;
+    const auto& info = c.comm->rankInfo()[ch->peer()];
+    peers += fmt::format("{}rank {} (host {}, pid {}, via {})", peers.empty() ? "" : ", ", ch->peer(), info.hostname,
+                         info.pid, c.comm->transportName(ch->peer()));
+  }
+  return peers.empty() ? std::string("nobody") : peers;
+}
+
+int checkMode() {
+  static const int mode = static_cast<int>(params::CHECK_MISMATCH.get());
+  return mode;
 }
 
 }  // namespace
@@ -191,63 +184,62 @@ bool mismatchCheckWanted(int mode, uint64_t seq, size_t bytes) {
   return seq < kCheckFirstCalls || bytes >= kCheckMinBytes;
 }
 
-void checkCalls(const Op* ops, size_t n) {
-  static const int mode = static_cast<int>(params::CHECK_MISMATCH.get());
-  if (mode == 0) return;
-  // Most calls past the first ones are not checked: find that out without allocating anything.
-  bool any = false;
-  for (size_t i = 0; i < n && !any; ++i)
-    any = ops[i].kind == Op::Kind::Collective && ops[i].comm->nranks() > 1 &&
-          mismatchCheckWanted(mode, ops[i].seq, payloadBytes(ops[i]));
-  if (!any) return;
-  std::vector<CommCheck> checks;
-  for (size_t i = 0; i < n; ++i) {
-    const Op& op = ops[i];
-    if (op.kind != Op::Kind::Collective || op.comm->nranks() < 2) continue;
-    auto it = std::find_if(checks.begin(), checks.end(), [&](const CommCheck& c) { return c.comm == op.comm; });
-    if (it == checks.end()) {
-      checks.emplace_back();
-      it = checks.end() - 1;
-      it->comm = op.comm;
+bool checkWanted(const Op& op) {
+  const int mode = checkMode();
+  return mode != 0 && op.kind == Op::Kind::Collective && op.comm->nranks() > 1 &&
+         mismatchCheckWanted(mode, op.seq, payloadBytes(op));
+}
+
+void checkCall(const Op& op) {
+  Communicator& comm = *op.comm;
+  InFlightGuard inFlight(comm);  // lets hocclCommAbort (another thread) wait until the check has left
+  static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
+  CheckState c;
+  post(c, op);
+  Backoff backoff(comm.oversubscribed());
+  Clock::time_point lastProgress = Clock::now();
+  Health& health = comm.health();
+  while (true) {
+    if (health.aborted() || health.failed())
+      health.check(comm.describe(), "the mismatch check of " + describeFingerprint(c.mine));
+    bool moved = false;
+    if (progress(c, moved)) return;
+    if (moved) {
+      backoff.reset();
+      lastProgress = Clock::now();
+      continue;
     }
-    it->colls.push_back(&op);
-  }
-  // The policy, per communicator: by its first collective's sequence number and its largest payload.
-  checks.erase(std::remove_if(
-                   checks.begin(), checks.end(),
-                   [](const CommCheck& c) {
-    size_t bytes = 0;
-    for (const Op* op : c.colls) bytes = std::max(bytes, payloadBytes(*op));
-    return !mismatchCheckWanted(mode, c.colls.front()->seq, bytes);
-                   }),
-               checks.end());
-  if (checks.empty()) return;
-  for (CommCheck& c : checks) {
-    Communicator& comm = *c.comm;
-    c.mine = fingerprintOf(c.colls);
-    c.all.assign(static_cast<size_t>(comm.nranks()), CallFingerprint{});
-    c.all[static_cast<size_t>(comm.rank())] = c.mine;
-  }
-  // Lets hocclCommAbort (another thread) wait until the check has left the communicators.
-  std::vector<std::unique_ptr<InFlightGuard>> inFlight;
-  for (CommCheck& c : checks) inFlight.push_back(std::make_unique<InFlightGuard>(*c.comm));
-  // Post everything (vectors no longer grow: the addresses stay valid), then progress.
-  for (CommCheck& c : checks) {
-    Communicator& comm = *c.comm;
-    for (int p = 0; p < comm.nranks(); ++p) {
-      if (p == comm.rank()) continue;
-      transport::Channel& ch = comm.channel(p);
-      ch.postSend(&c.mine, sizeof(CallFingerprint));
-      transport::RecvTarget target;
-      target.direct = &c.all[static_cast<size_t>(p)];
-      ch.postRecv(sizeof(CallFingerprint), std::move(target));
-      c.channels.push_back(&ch);
+    const WaitAction action = backoff.next();
+    if (action == WaitAction::Spin) Backoff::cpuRelax();
+    else if (action == WaitAction::Yield) sched_yield();
+    else {
+      for (transport::Channel* ch : c.channels)
+        if (ch->pending()) {
+          ch->waitForActivity(backoff.blockMicros());
+          break;
+        }
     }
+    if ((backoff.idle() & 63) == 0 && Clock::now() - lastProgress > timeout)
+      throw Error(hocclRemoteError,
+                  silentPeerMessage(comm.describe(), "the mismatch check of " + describeFingerprint(c.mine),
+                                    timeout.count(), pendingPeers(c)));
   }
-  exchange(checks);
-  for (const CommCheck& c : checks)
-    for (const CallFingerprint& f : c.all)
-      if (!same(f, c.mine)) throwDifference(c);
+}
+
+exec::Task checkTask(const Op& op) {
+  exec::Task t;
+  t.comm = op.comm;
+  auto state = std::make_shared<CheckState>();
+  t.poll = [state, opp = &op] {  // the op outlives the run
+    if (!state->posted) post(*state, *opp);
+    bool moved = false;
+    return progress(*state, moved);
+  };
+  t.waitingFor = [state] { return state->posted ? pendingPeers(*state) : std::string("nobody"); };
+  t.what = [state, opp = &op] {
+    return "the mismatch check of " + (state->posted ? describeFingerprint(state->mine) : describeOp(*opp));
+  };
+  return t;
 }
 
 }  // namespace hoccl

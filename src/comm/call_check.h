@@ -1,14 +1,16 @@
 /// @file call_check.h
 /// The mismatch check (HOCCL_CHECK_MISMATCH): before a call runs, the ranks of each communicator swap a 64-byte
-/// fingerprint of it (sequence number, collective, count, type, op, root, the algorithm or shortcut chosen, and a
-/// hash over every collective of a group) over the already connected channels, and every rank compares all of
-/// them. A difference fails the call on every rank with hocclInvalidUsage listing the ranks and their calls,
+/// fingerprint of it (sequence number, collective, count, type, op, root, the algorithm or shortcut chosen) over the
+/// already connected channels, and every rank compares all of them. Calls inside a group are checked one by one,
+/// each right before it runs, exactly as on a rank that makes the same calls without a group. A difference fails the call on every rank with hocclInvalidUsage listing the ranks and their calls,
 /// before any payload moves, so a mismatch cannot corrupt memory or return wrong data with success.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "exec/executor.h"
 
 namespace hoccl {
 
@@ -43,11 +45,18 @@ inline constexpr uint64_t kCheckFirstCalls = 16;
 /// From this payload on (bytes of the call's largest collective buffer), the default policy checks every call.
 inline constexpr size_t kCheckMinBytes = size_t{1} << 20;
 
-/// Checks the collectives among ops[0..n) (all already enqueued, each with its sequence number), per communicator
-/// where the policy (HOCCL_CHECK_MISMATCH) wants it: swaps fingerprints with every peer and compares. Throws
+/// Whether the policy (HOCCL_CHECK_MISMATCH) checks collective `op` (started, with its sequence number). Every call
+/// is checked on its own, grouped or not, so that a rank that groups its calls and one that does not agree.
+bool checkWanted(const Op& op);
+
+/// Checks collective `op` now (checkWanted was true): swaps fingerprints with every peer and compares. Throws
 /// hocclInvalidUsage naming every rank's call on a difference (the same message on every rank; the channels are
 /// left in step, so the communicator stays usable), hocclRemoteError when a peer does not answer within
 /// HOCCL_TIMEOUT, and whatever the communicator's health says.
-void checkCalls(const Op* ops, size_t n);
+void checkCall(const Op& op);
+
+/// The same check as an executor task that runs just before op's own task (inside a group: each checked call gets
+/// one, in call order, as an ungrouped rank checks them). The task throws what checkCall throws.
+exec::Task checkTask(const Op& op);
 
 }  // namespace hoccl

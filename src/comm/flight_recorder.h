@@ -55,8 +55,8 @@ struct TraceEntry {
 /// call, the SIGUSR1 thread) reads.
 class FlightRecorder {
  public:
-  /// Keeps the last `capacity` operations, rounded up to a power of two (0: records nothing). `commId` is the same on every rank of the
-  /// communicator; `name` is the user's name for it (may be empty). Registers itself for dumps.
+  /// Keeps the last `capacity` operations, rounded up to a power of two (0: records nothing). `commId` is the same
+  /// on every rank of the communicator; `name` is the user's name for it (may be empty). Registers itself for dumps.
   FlightRecorder(size_t capacity, std::string commId, std::string name, int rank, int nranks);
   /// Unregisters.
   ~FlightRecorder();

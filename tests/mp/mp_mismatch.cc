@@ -2,7 +2,8 @@
 // even ranks make one call, the odd ranks another. For each case every rank must return an error (never success),
 // no rank may write outside its buffers (guard bytes before and after every buffer), and a rank that detects the
 // mismatch (hocclInvalidUsage) names both calls and has written nothing, not even inside its output. Every case
-// ends within HOCCL_TIMEOUT plus a margin. Each case runs on a fresh communicator, which every rank then finalizes (or aborts after a failure).
+// ends within HOCCL_TIMEOUT plus a margin. Each case runs on a fresh communicator, which every rank then finalizes
+// (or aborts after a failure).
 //
 // With the mismatch check (HOCCL_CHECK_MISMATCH, on by default for the first calls of a communicator) every rank
 // detects the mismatch before any data moves, so every rank must return hocclInvalidUsage naming both calls, and
