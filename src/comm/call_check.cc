@@ -1,11 +1,12 @@
 /*
- * The mismatch check (see call_check.h). Per communicator of the call, every rank posts its 64-byte fingerprint to
- * every peer and a receive of 64 bytes from every peer on the channels the collectives use, then progresses all of
- * them (every communicator of a group at once, so that ranks that list the communicators in different orders cannot
- * deadlock) under the waiting policy of base/wait.h: HOCCL_TIMEOUT, the communicator's health, and the channels'
- * own detection of dead peers. All fingerprints then lie on every rank, so every rank finds the same difference and
- * fails with the same list of calls; nothing else was sent, so the channels stay in step. The bytes are not counted
- * in the communicator's byte counters (they are control traffic, not the call's payload).
+ * The mismatch check (see call_check.h). For one call, every rank posts its 64-byte fingerprint to every peer and
+ * a receive of 64 bytes from every peer on the channels the collectives use, then progresses them under the waiting
+ * policy of base/wait.h: inline before an ungrouped shortcut call (checkCall), or as an executor task right before
+ * the call's own task (checkTask: schedules and grouped calls, where the executor's deadline, health checks and the
+ * progress of other communicators of the group apply). Either way: HOCCL_TIMEOUT, the communicator's health, the
+ * channels' own detection of dead peers. All fingerprints then lie on every rank, so every rank finds the same
+ * difference and fails with the same list of calls; nothing else was sent, so the channels stay in step. The
+ * bytes are not counted in the communicator's byte counters (they are control traffic, not the call's payload).
  *
  * Cost: one round of 64-byte messages with each peer (the channels' small-message latency); measured against the
  * calls in docs/performance.md ("Mismatch check and flight recorder"), which is where kCheckMinBytes comes from.

@@ -2,8 +2,9 @@
 /// The mismatch check (HOCCL_CHECK_MISMATCH): before a call runs, the ranks of each communicator swap a 64-byte
 /// fingerprint of it (sequence number, collective, count, type, op, root, the algorithm or shortcut chosen) over the
 /// already connected channels, and every rank compares all of them. Calls inside a group are checked one by one,
-/// each right before it runs, exactly as on a rank that makes the same calls without a group. A difference fails the call on every rank with hocclInvalidUsage listing the ranks and their calls,
-/// before any payload moves, so a mismatch cannot corrupt memory or return wrong data with success.
+/// each right before it runs, exactly as on a rank that makes the same calls without a group. A difference fails
+/// the call on every rank with hocclInvalidUsage listing the ranks and their calls, before any payload moves, so a
+/// mismatch cannot corrupt memory or return wrong data with success.
 #pragma once
 
 #include <cstddef>
@@ -21,8 +22,8 @@ struct Op;
 struct CallFingerprint {
   uint64_t seq = 0;         ///< collective calls made on the communicator before this one
   uint64_t count = 0;       ///< elements as the C API takes them (the first collective of the call)
-  uint64_t groupHash = 0;   ///< FNV-1a over every collective of the call (seq, collective, count, type, op, root)
-  uint32_t ncoll = 0;       ///< collectives in the call (several inside a group)
+  uint64_t groupHash = 0;   ///< FNV-1a over the checked collectives (seq, collective, count, type, op, root)
+  uint32_t ncoll = 0;       ///< collectives covered (1: every call is checked on its own)
   int32_t root = -1;        ///< root of a rooted collective, else -1
   uint8_t coll = 0;         ///< Coll of the first collective
   uint8_t dtype = 0;        ///< hocclDataType_t

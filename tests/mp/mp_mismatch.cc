@@ -44,7 +44,8 @@ struct Call {
 struct Case {
   const char* name;
   Call a, b;
-  int warmup = 0;  ///< matching small all-reduces made first (past the calls the default policy always checks)
+  int warmup = 0;          ///< matching small all-reduces made first (past the calls the default policy always checks)
+  bool groupEven = false;  ///< the even ranks make their call inside hocclGroupStart/End
 };
 
 const Case kCases[] = {
@@ -90,6 +91,13 @@ const Case kCases[] = {
      {Coll::AllGather, 256 << 10},
      {Coll::AllGather, 512 << 10},
      16},
+    // A call inside a group is checked like the same call outside one.
+    {"all-reduce 100 floats in a group vs 200 floats without", {Coll::AllReduce, 100}, {Coll::AllReduce, 200}, 0, true},
+    {"after 16 matching calls: all-reduce 1 Mi floats in a group vs 2 Mi without",
+     {Coll::AllReduce, 1 << 20},
+     {Coll::AllReduce, 2 << 20},
+     16,
+     true},
 };
 
 transport::CollCall collCall(const Call& c) {
@@ -151,7 +159,15 @@ int runCase(int rank, int n, const hocclUniqueId& id, const Case& cs) {
   }
   const std::vector<unsigned char> sendBefore = send.raw;
   const auto start = Clock::now();
-  const hocclResult_t rc = issue(mine, send.data(), recv.data(), comm);
+  hocclResult_t rc;
+  if (cs.groupEven && rank % 2 == 0) {
+    MP_CHECK(rank, hocclGroupStart());
+    rc = issue(mine, send.data(), recv.data(), comm);
+    const hocclResult_t end = hocclGroupEnd();
+    if (rc == hocclSuccess) rc = end;
+  } else {
+    rc = issue(mine, send.data(), recv.data(), comm);
+  }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const std::string msg = rc == hocclSuccess ? std::string() : hocclGetLastError(nullptr);
   std::printf("[rank %d] %s: %s after %.2f s%s%s\n", rank, transport::describeCall(tc).c_str(), hocclGetErrorString(rc),
