@@ -24,6 +24,17 @@
   STRING(DEBUG_FILE, "", "Write logs to this file instead of stderr (%h = host name, %p = pid)")                       \
   /* Waits (base/socket.cc, src/exec, src/comm, transports/shm) */                                                     \
   INT(TIMEOUT, 300, 1, 31536000, "Seconds any wait may last before it fails naming the silent peer")                   \
+  /* Reliability (src/comm/call_check.cc, src/comm/flight_recorder.cc) */                                              \
+  INT(CHECK_MISMATCH, 1, 0, 2,                                                                                         \
+      "Mismatch check: ranks compare a fingerprint of each call (collective, count, type, op, root, algorithm) "       \
+      "before it runs and fail with hocclInvalidUsage naming every rank's call. 0 = off, 1 = the first 16 calls of "   \
+      "a communicator and every call of 1 MiB or more, 2 = every call")                                                \
+  INT(TRACE_SIZE, 64, 0, 1048576,                                                                                      \
+      "Flight recorder: operations kept per communicator (sequence, collective, bytes, algorithm, state, timings); "   \
+      "0 = off")                                                                                                       \
+  STRING(TRACE_DUMP, "",                                                                                               \
+         "Flight recorder: JSON file written on an error, a timeout and SIGUSR1 (%r = rank, %p = pid), read by "        \
+         "hoccl-trace. Unset: nothing is written and SIGUSR1 is left alone")                                           \
   /* Choice of algorithm or shortcut (src/algo, src/comm/plan.cc) */                                                   \
   STRING(ALGO, "",                                                                                                     \
          "Force a choice for every collective: a schedule (ring, ho_ring, direct) or a one-host shortcut (small, "     \

@@ -52,6 +52,8 @@ Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::
   ctx.nranks = nranks;
   ctx.peers = bootstrap_->ranks();
   ctx.jobTag = fmt::format("{:016x}-{}", bootstrap_->commTag(), ctx.peers[0].pid);
+  recorder_ = std::make_unique<FlightRecorder>(static_cast<size_t>(params::TRACE_SIZE.get()), ctx.jobTag, name_, rank,
+                                               nranks);
 
   transportOfPeer_.assign(nranks, "self");
   std::vector<std::vector<int>> peersOf(transports_.size());

@@ -15,6 +15,7 @@
 #include "algo/tuner.h"
 #include "base/boot/bootstrap.h"
 #include "base/health.h"
+#include "comm/flight_recorder.h"
 #include "hoccl/hoccl.h"
 #include "topology/topology.h"
 #include "transports/shortcut.h"
@@ -73,6 +74,11 @@ class Communicator {
   std::atomic<int> asyncError{hocclSuccess};
   /// Number of executor runs using this communicator right now (hocclCommAbort waits for them to leave).
   std::atomic<int> inFlight{0};
+  /// The sequence number of the next collective call (counts every collective enqueued on this communicator; the
+  /// same on every rank that makes the same calls), then advances it.
+  uint64_t nextSeq() { return collSeq_++; }
+  /// The flight recorder of this communicator (flight_recorder.h).
+  FlightRecorder& recorder() { return *recorder_; }
 
  private:
   int rank_;
@@ -93,6 +99,8 @@ class Communicator {
   const DecisionKey* lastKey_ = nullptr;  // the most recent decision: repeated identical calls skip the map
   const Decision* lastDecision_ = nullptr;
   ByteCounters counters_;
+  uint64_t collSeq_ = 0;
+  std::unique_ptr<FlightRecorder> recorder_;
 };
 
 /// Counts one running call in comm.inFlight for its lifetime, so that hocclCommAbort (another thread) can wait

@@ -3,6 +3,8 @@
 
 #include <vector>
 
+#include "comm/call_check.h"
+#include "comm/flight_recorder.h"
 #include "comm/plan.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -30,11 +32,20 @@ GroupState& state() {
 // names one culprit for the whole communicator and releases everybody's waits. Unless the root chose this rank's own
 // report, the call fails with the root's verdict (the same culprit and words on every rank) instead of what this
 // rank saw (often only a survivor stopping, or a peer's connection closing after it aborted).
+//
+// Every op's flight-recorder entry ends as done or failed here; a failure writes the dump (HOCCL_TRACE_DUMP).
 template <class F>
 void recordingFailures(const Op* ops, size_t n, F&& f) {
+  auto finish = [&](TraceState state) {
+    for (size_t i = 0; i < n; ++i) ops[i].comm->recorder().update(ops[i].traceId, state);
+  };
   try {
     f();
+    finish(TraceState::Done);
   } catch (const Error& e) {
+    finish(TraceState::Failed);
+    const std::string dumped = FlightRecorder::dumpAll(std::string("error: ") + e.what(), ops[0].comm->rank());
+    if (!dumped.empty()) HOCCL_WARN(kColl, "flight recorder written to {}", dumped);
     if (e.breaksCommunicator()) {
       for (size_t i = 0; i < n; ++i) {
         int expected = hocclSuccess;
@@ -63,36 +74,89 @@ void recordingFailures(const Op* ops, size_t n, F&& f) {
     }
     HOCCL_WARN(kColl, "{}", e.what());
     throw;
+  } catch (...) {
+    finish(TraceState::Failed);
+    throw;
   }
+}
+
+// The flight-recorder entry of op; `algorithm` may be null (not chosen yet).
+TraceEntry traceEntryOf(const Op& op, const char* algorithm) {
+  TraceEntry e;
+  e.count = op.count;
+  e.dtype = op.dtype;
+  e.algorithm = algorithm;
+  if (op.kind != Op::Kind::Collective) {
+    e.kind = op.kind == Op::Kind::Send ? TraceEntry::Kind::Send : TraceEntry::Kind::Recv;
+    e.peer = op.peer;
+    e.bytes = op.count * kernels::typeSize(op.dtype);
+    return e;
+  }
+  transport::CollCall c;
+  c.coll = op.coll;
+  c.count = op.count;
+  c.dtype = op.dtype;
+  const int n = op.comm->nranks();
+  e.coll = op.coll;
+  e.bytes = std::max(transport::inputBytes(c, n), transport::outputBytes(c, n));
+  e.op = op.coll == Coll::AllReduce || op.coll == Coll::Reduce || op.coll == Coll::ReduceScatter ? op.op : -1;
+  e.root = isRooted(op.coll) ? op.root : -1;
+  return e;
+}
+
+// Starts op: gives a collective its sequence number (in call order per communicator, when it starts, so that a
+// discarded group takes none) and records it as running with what runs it (a new entry unless enqueued in a group).
+void start(Op& op, const char* algorithm, bool enqueued) {
+  Communicator& comm = *op.comm;
+  const bool coll = op.kind == Op::Kind::Collective;
+  if (coll) op.seq = comm.nextSeq();
+  FlightRecorder& rec = comm.recorder();
+  if (enqueued) {
+    rec.update(op.traceId, TraceState::Running, algorithm, coll ? static_cast<int64_t>(op.seq) : -1);
+    return;
+  }
+  TraceEntry e = traceEntryOf(op, algorithm);
+  if (coll) e.seq = static_cast<int64_t>(op.seq);
+  op.traceId = rec.record(e, TraceState::Running);
 }
 
 // A single collective that the tuner gives to a transport's shortcut runs here, without planning or the executor;
 // false when op is not such a call.
-bool runFastPath(const Op& op) {
+// `enqueued`: op was recorded in a group.
+bool runFastPath(Op& op, bool enqueued) {
   if (op.kind != Op::Kind::Collective) return false;
   const Resolved r = resolve(op);
   if (!r.decision->choice.shortcut) return false;
-  recordingFailures(&op, 1, [&] { runShortcut(op, r); });
+  start(op, r.decision->choice.shortcut->name(), enqueued);
+  recordingFailures(&op, 1, [&] {
+    if (checkWanted(op)) checkCall(op);
+    runShortcut(op, r);
+  });
   return true;
 }
 
-// Plans ops and runs them on the executor.
-void execute(const std::vector<Op>& ops) {
+// Plans ops and runs them on the executor. `enqueued`: ops were recorded in a group.
+void execute(std::vector<Op>& ops, bool enqueued) {
+  for (Op& op : ops) start(op, op.kind == Op::Kind::Collective ? resolve(op).decision->choice.name() : "p2p", enqueued);
   recordingFailures(ops.data(), ops.size(), [&] {
-    std::vector<exec::Task> tasks = planTasks(ops);
+    std::vector<exec::Task> tasks = planTasks(ops);  // with the mismatch checks (comm/call_check.h) before calls
     exec::run(tasks);
   });
 }
 
 }  // namespace
 
-void enqueue(const Op& op) {
+void enqueue(const Op& in) {
   GroupState& s = state();
   if (s.depth > 0) {
-    s.ops.push_back(op);
+    s.ops.push_back(in);
+    s.ops.back().traceId = in.comm->recorder().record(traceEntryOf(in, nullptr), TraceState::Enqueued);
     return;
   }
-  if (!runFastPath(op)) execute({op});
+  Op op = in;
+  if (runFastPath(op, false)) return;
+  std::vector<Op> one{op};
+  execute(one, false);
 }
 
 void groupStart() { ++state().depth; }
@@ -103,8 +167,8 @@ void groupEnd() {
   if (--s.depth > 0) return;
   std::vector<Op> ops;
   ops.swap(s.ops);
-  if (ops.size() == 1 && runFastPath(ops[0])) return;
-  if (!ops.empty()) execute(ops);
+  if (ops.size() == 1 && runFastPath(ops[0], true)) return;
+  if (!ops.empty()) execute(ops, true);
 }
 
 int groupDepth() { return state().depth; }
@@ -134,7 +198,9 @@ float groupSimulatedSeconds() {
 void groupDiscard() {
   GroupState& s = state();
   if (s.depth == 0) throwInvalidUsage("group closed without a matching hocclGroupStart on this thread");
-  if (--s.depth == 0) s.ops.clear();
+  if (--s.depth > 0) return;
+  for (const Op& op : s.ops) op.comm->recorder().update(op.traceId, TraceState::Discarded);
+  s.ops.clear();
 }
 
 }  // namespace hoccl

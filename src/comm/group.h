@@ -28,6 +28,8 @@ struct Op {
   int peer = -1;                                                       ///< peer for Send / Recv
   kernels::MemoryKind sendKind = kernels::MemoryKind::Host;  ///< where sendbuf lives (classified once, at the edge)
   kernels::MemoryKind recvKind = kernels::MemoryKind::Host;  ///< where recvbuf lives
+  uint64_t seq = 0;      ///< a collective's sequence number on its communicator (set by enqueue)
+  uint64_t traceId = 0;  ///< its entry in the communicator's flight recorder (set by enqueue)
 };
 
 /// Runs op now, or records it when a group is open on this thread.

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "algo/registry.h"
+#include "comm/call_check.h"
 #include "comm/redop.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -235,6 +236,11 @@ std::vector<exec::Task> planTasks(const std::vector<Op>& ops) {
         continue;
       }
       const Resolved r = resolve(op);
+      if (checkWanted(op)) {  // the mismatch check runs as a task of its own, right before the call's
+        Planned check;
+        check.task = checkTask(op);
+        colls.push_back(std::move(check));
+      }
       colls.push_back(r.decision->choice.shortcut ? planShortcut(op, r) : planCollective(op, r));
     }
     std::optional<PlannedP2P> p2pTask;

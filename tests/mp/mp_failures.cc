@@ -15,7 +15,10 @@
 // its real host and pid. Survivors write their verdicts into a page shared by all processes, so a failing survivor
 // is never hidden behind the killed rank's exit status.
 //
+// The streams of cases 1, 2 and 4 use --coll (all-reduce unless told; tools/fault-matrix runs the others).
+//
 // Usage: mp_failures --transport shm|tcp [--case kill|stop|silent|abort|leaver|all] [--repeat N]
+//                    [--coll allreduce|allgather|reducescatter|broadcast]
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -110,6 +113,21 @@ void awaitSurvivors(int survivors) {
 
 enum class Fault { Kill, Stop, Abort };
 
+// The collective of the streams (--coll): all-reduce by default; all-gather, reduce-scatter (in place, blocks of
+// count / n) and broadcast (root 0) for the fault matrix (tools/fault-matrix).
+std::string gColl = "allreduce";
+
+// One call of the stream's collective over buf (count floats in all on every rank).
+hocclResult_t issue(std::vector<float>& buf, int rank, int n, hocclComm_t comm) {
+  float* b = buf.data();
+  const size_t block = buf.size() / static_cast<size_t>(n);
+  if (gColl == "allgather") return hocclAllGather(b + rank * block, b, block, hocclFloat, comm, nullptr);
+  if (gColl == "reducescatter")
+    return hocclReduceScatter(b, b + rank * block, block, hocclFloat, hocclMax, comm, nullptr);
+  if (gColl == "broadcast") return hocclBroadcast(b, b, buf.size(), hocclFloat, 0, comm, nullptr);
+  return hocclAllReduce(b, b, buf.size(), hocclFloat, hocclMax, comm, nullptr);
+}
+
 // Every rank loops on all-reduces of `count` floats; the victim kills or stops itself from a helper thread, or aborts
 // between two calls, after `delayMs`. Survivors must fail naming it within `limitMs` of that moment.
 int faultyStream(int rank, int n, const hocclUniqueId& id, size_t count, Fault fault, int victim, int delayMs,
@@ -119,7 +137,7 @@ int faultyStream(int rank, int n, const hocclUniqueId& id, size_t count, Fault f
   std::vector<float> buf(count, 1.0f);
   if (rank == victim) shared->victimPid = getpid();
   // One call that everybody completes: by then the victim's pid is published.
-  MP_CHECK(rank, hocclAllReduce(buf.data(), buf.data(), buf.size(), hocclFloat, hocclMax, comm, nullptr));
+  MP_CHECK(rank, issue(buf, rank, n, comm));
   const int pid = shared->victimPid.load();
   Finished finished{n - 1, fault == Fault::Stop ? pid : 0};
   if (rank == victim) {
@@ -140,7 +158,7 @@ int faultyStream(int rank, int n, const hocclUniqueId& id, size_t count, Fault f
       MP_CHECK(rank, hocclCommAbort(comm));
       return 0;
     }
-    rc = hocclAllReduce(buf.data(), buf.data(), buf.size(), hocclFloat, hocclMax, comm, nullptr);
+    rc = issue(buf, rank, n, comm);
     if (Clock::now() - start > std::chrono::seconds(60)) return fail(rank, "no error 60 s into the stream");
   }
   const int64_t failedNs = nowNs();
@@ -242,6 +260,11 @@ int main(int argc, char** argv) {
     if (a == "--transport" && i + 1 < argc) transport = argv[++i];
     else if (a == "--case" && i + 1 < argc) which = argv[++i];
     else if (a == "--repeat" && i + 1 < argc) repeat = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--coll" && i + 1 < argc) gColl = argv[++i];
+  }
+  if (gColl != "allreduce" && gColl != "allgather" && gColl != "reducescatter" && gColl != "broadcast") {
+    std::fprintf(stderr, "mp_failures: --coll is allreduce, allgather, reducescatter or broadcast\n");
+    return 2;
   }
   if (transport == "tcp") setenv("HOCCL_SHM_DISABLE", "1", 1);
   else unsetenv("HOCCL_SHM_DISABLE");

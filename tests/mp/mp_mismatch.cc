@@ -2,12 +2,14 @@
 // even ranks make one call, the odd ranks another. For each case every rank must return an error (never success),
 // no rank may write outside its buffers (guard bytes before and after every buffer), and a rank that detects the
 // mismatch (hocclInvalidUsage) names both calls and has written nothing, not even inside its output. Every case
-// ends within HOCCL_TIMEOUT plus a margin. Each case runs on a fresh communicator, which every rank then aborts.
+// ends within HOCCL_TIMEOUT plus a margin. Each case runs on a fresh communicator, which every rank then finalizes
+// (or aborts after a failure).
 //
-// Cases that today's code cannot fail cleanly (see kKnownGaps) run only with --known-gaps and only report what
-// happens; they do not decide the exit code.
+// With the mismatch check (HOCCL_CHECK_MISMATCH, on by default for the first calls of a communicator) every rank
+// detects the mismatch before any data moves, so every rank must return hocclInvalidUsage naming both calls, and
+// the communicator must stay usable: a matching all-reduce afterwards gives the right sum.
 //
-// Usage: mp_mismatch --ranks N [--known-gaps]
+// Usage: mp_mismatch --ranks N [--transport shm|tcp]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -42,6 +44,8 @@ struct Call {
 struct Case {
   const char* name;
   Call a, b;
+  int warmup = 0;          ///< matching small all-reduces made first (past the calls the default policy always checks)
+  bool groupEven = false;  ///< the even ranks make their call inside hocclGroupStart/End
 };
 
 const Case kCases[] = {
@@ -55,24 +59,9 @@ const Case kCases[] = {
     {"all-gather 50,000 vs 100,000 floats", {Coll::AllGather, 50000}, {Coll::AllGather, 100000}},
     {"all-reduce float vs int32, 100 elements", {Coll::AllReduce, 100}, {Coll::AllReduce, 100, hocclInt32}},
     {"all-reduce 8 floats (small) vs 100,000 floats (single copy)", {Coll::AllReduce, 8}, {Coll::AllReduce, 100000}},
-};
-
-// KNOWN GAPS: mismatches that today's code does not turn into a clean error on every rank (reported, not fixed
-// here; run them with --known-gaps):
-//  - a rank that waits for nobody in the small one-shot shortcut (a broadcast root, a reduce contributor) publishes
-//    and returns hocclSuccess without reading anybody's call stamp (transports/shm/shm_small.cc,
-//    SmallOp::waitsForAll / waitsFor -> Exchange(needsAll=false, only=-1); Exchange::poll in shm_session.cc checks
-//    the stamps of needed peers only). Broadcasts with different roots: every rank succeeds;
-//  - one side on a shortcut, the other on a schedule over the slot channels: algo::decide (src/algo/tuner.cc)
-//    decides per call, from canRun's size limits (shm_small.cc: payload <= min(arena, 2 KiB x ranks);
-//    shm_single_copy.cc: >= 32/128/256 KiB), so two counts either side of a limit, or a call no shortcut takes
-//    (all-to-all, PreMulSum), never meet: both sides time out after HOCCL_TIMEOUT, and neither names the other
-//    call; the root's verdict (base/boot/root_server.cc, Verdict::Kind::Stalled) then tells the shortcut side that
-//    it "stopped taking part" itself;
-//  - both sides on schedules: the shm channel notices the size difference at once but throws hocclInternalError
-//    ("please report this issue", transports/shm/shm_channel.cc, "message size mismatch") naming the peer, not
-//    its call; the others get hocclRemoteError blaming a rank that "stopped taking part".
-const Case kKnownGaps[] = {
+    // Once known gaps (before the mismatch check, HOCCL_CHECK_MISMATCH): a rank that waits for nobody returned
+    // success; a shortcut on one side and a schedule on the other only timed out; schedules on both sides failed
+    // with an internal error or returned wrong data.
     {"all-reduce vs broadcast rooted at rank 1 (rank 1 is a root that waits for nobody), 100 floats",
      {Coll::AllReduce, 100},
      {Coll::Broadcast, 100, hocclFloat, hocclSum, 1}},
@@ -93,6 +82,22 @@ const Case kKnownGaps[] = {
     {"all-gather 1,000 vs 2,000 floats (small one-shot vs schedule at 2 ranks)",
      {Coll::AllGather, 1000},
      {Coll::AllGather, 2000}},
+    // Past the first 16 calls, the default policy still checks every call of 1 MiB or more.
+    {"after 16 matching calls: all-reduce 1 Mi vs 2 Mi floats",
+     {Coll::AllReduce, 1 << 20},
+     {Coll::AllReduce, 2 << 20},
+     16},
+    {"after 16 matching calls: all-gather 256 Ki vs 512 Ki floats (single copy vs ring)",
+     {Coll::AllGather, 256 << 10},
+     {Coll::AllGather, 512 << 10},
+     16},
+    // A call inside a group is checked like the same call outside one.
+    {"all-reduce 100 floats in a group vs 200 floats without", {Coll::AllReduce, 100}, {Coll::AllReduce, 200}, 0, true},
+    {"after 16 matching calls: all-reduce 1 Mi floats in a group vs 2 Mi without",
+     {Coll::AllReduce, 1 << 20},
+     {Coll::AllReduce, 2 << 20},
+     16,
+     true},
 };
 
 transport::CollCall collCall(const Call& c) {
@@ -135,8 +140,8 @@ hocclResult_t issue(const Call& c, const void* send, void* recv, hocclComm_t com
   }
 }
 
-/// One rank of one case; returns its exit code. `strict`: failures count (else only reported).
-int runCase(int rank, int n, const hocclUniqueId& id, const Case& cs, bool strict) {
+/// One rank of one case; returns its exit code.
+int runCase(int rank, int n, const hocclUniqueId& id, const Case& cs) {
   hocclComm_t comm;
   MP_CHECK(rank, hocclCommInitRank(&comm, n, id, rank));
   const Call& mine = rank % 2 == 0 ? cs.a : cs.b;
@@ -148,9 +153,21 @@ int runCase(int rank, int n, const hocclUniqueId& id, const Case& cs, bool stric
     const double v = static_cast<double>((i * 13 + static_cast<size_t>(rank) * 7) % 17);
     kernels::fromDouble(v, send.data() + i * elem, mine.dt);
   }
+  for (int w = 0; w < cs.warmup; ++w) {
+    float x = 1, y = 0;
+    MP_CHECK(rank, hocclAllReduce(&x, &y, 1, hocclFloat, hocclSum, comm, nullptr));
+  }
   const std::vector<unsigned char> sendBefore = send.raw;
   const auto start = Clock::now();
-  const hocclResult_t rc = issue(mine, send.data(), recv.data(), comm);
+  hocclResult_t rc;
+  if (cs.groupEven && rank % 2 == 0) {
+    MP_CHECK(rank, hocclGroupStart());
+    rc = issue(mine, send.data(), recv.data(), comm);
+    const hocclResult_t end = hocclGroupEnd();
+    if (rc == hocclSuccess) rc = end;
+  } else {
+    rc = issue(mine, send.data(), recv.data(), comm);
+  }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const std::string msg = rc == hocclSuccess ? std::string() : hocclGetLastError(nullptr);
   std::printf("[rank %d] %s: %s after %.2f s%s%s\n", rank, transport::describeCall(tc).c_str(), hocclGetErrorString(rc),
@@ -167,12 +184,20 @@ int runCase(int rank, int n, const hocclUniqueId& id, const Case& cs, bool stric
       problems += "; its message does not name both calls (" + a + " and " + b + ")";
     if (!recv.untouched()) problems += "; says nothing was written, but its output changed";
   }
-  hocclCommAbort(comm);
-  if (problems.empty()) return 0;
-  if (!strict) {
-    std::printf("[rank %d] KNOWN GAP %s: %s\n", rank, cs.name, problems.c_str() + 2);
-    return 0;
+  if (rc != hocclInvalidUsage) problems += "; did not detect the mismatch itself (hocclInvalidUsage)";
+  else {  // the check left the channels in step: a matching call still works
+    int32_t mineV[4], sum[4];
+    for (int32_t& v : mineV) v = rank + 1;
+    const hocclResult_t after = hocclAllReduce(mineV, sum, 4, hocclInt32, hocclSum, comm, nullptr);
+    if (after != hocclSuccess)
+      problems += std::string("; a matching all-reduce after the mismatch failed: ") + hocclGetLastError(nullptr);
+    else if (sum[0] != n * (n + 1) / 2 || sum[3] != n * (n + 1) / 2)
+      problems += "; a matching all-reduce after the mismatch gave " + std::to_string(sum[0]);
   }
+  // A rank that aborts while a peer still finishes the matching all-reduce would fail that peer: leave together.
+  if (problems.empty() && hocclCommFinalize(comm) == hocclSuccess) hocclCommDestroy(comm);
+  else hocclCommAbort(comm);
+  if (problems.empty()) return 0;
   return fail(rank, std::string(cs.name) + ": " + problems.substr(2));
 }
 
@@ -180,29 +205,28 @@ int runCase(int rank, int n, const hocclUniqueId& id, const Case& cs, bool stric
 
 int main(int argc, char** argv) {
   int nranks = 2;
-  bool gaps = false;
+  bool tcp = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--ranks" && i + 1 < argc) nranks = std::atoi(argv[++i]);
-    else if (a == "--known-gaps") gaps = true;
+    else if (a == "--transport" && i + 1 < argc) tcp = std::string(argv[++i]) == "tcp";
   }
   setenv("HOCCL_TIMEOUT", std::to_string(kTimeoutSeconds).c_str(), 1);
-  for (const char* v : {"HOCCL_SHM_DISABLE", "HOCCL_ALGO", "HOCCL_SMALL_MAX_BYTES", "HOCCL_CMA_MIN_BYTES"}) unsetenv(v);
+  for (const char* v :
+       {"HOCCL_SHM_DISABLE", "HOCCL_ALGO", "HOCCL_SMALL_MAX_BYTES", "HOCCL_CMA_MIN_BYTES", "HOCCL_CHECK_MISMATCH"})
+    unsetenv(v);
+  if (tcp) setenv("HOCCL_SHM_DISABLE", "1", 1);
   int bad = 0;
-  auto run = [&](const Case& cs, bool strict) {
-    std::printf("== %d ranks: %s%s\n", nranks, cs.name, strict ? "" : " (known gap: reported only)");
+  for (const Case& cs : kCases) {
+    std::printf("== %d ranks over %s: %s\n", nranks, tcp ? "tcp" : "shm", cs.name);
     std::fflush(stdout);
     const auto start = Clock::now();
     int rc = runRanks(
-        nranks, [&](int r, int n, const hocclUniqueId& id) { return runCase(r, n, id, cs, strict); },
-        kTimeoutSeconds * 4);
+        nranks, [&](int r, int n, const hocclUniqueId& id) { return runCase(r, n, id, cs); }, kTimeoutSeconds * 4);
     std::printf("== %s: %s (%.1f s)\n", cs.name, rc == 0 ? "ok" : "FAIL",
                 std::chrono::duration<double>(Clock::now() - start).count());
-    if (rc != 0 && strict) bad = rc;
-  };
-  for (const Case& cs : kCases) run(cs, true);
-  if (gaps)
-    for (const Case& cs : kKnownGaps) run(cs, false);
+    if (rc != 0) bad = rc;
+  }
   std::printf("mp_mismatch: %d ranks: %s\n", nranks, bad == 0 ? "PASS" : "FAIL");
   return bad == 0 ? 0 : 1;
 }
