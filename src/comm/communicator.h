@@ -23,6 +23,7 @@
 namespace hoccl {
 
 using topo::ByteCounters;
+class Proxy;
 
 /// A communicator. Created by CommInitRank / CommSplit; one thread drives it at a time.
 class Communicator {
@@ -73,6 +74,10 @@ class Communicator {
   std::atomic<int> asyncError{hocclSuccess};
   /// Number of executor runs using this communicator right now (hocclCommAbort waits for them to leave).
   std::atomic<int> inFlight{0};
+  /// The proxy that runs the stream-ordered (device-buffer) operations, made on first use on the process's device.
+  Proxy& proxy();
+  /// The proxy if one was made, else null.
+  Proxy* proxyIfAny() const { return proxy_.get(); }
 
  private:
   int rank_;
@@ -93,6 +98,7 @@ class Communicator {
   const DecisionKey* lastKey_ = nullptr;  // the most recent decision: repeated identical calls skip the map
   const Decision* lastDecision_ = nullptr;
   ByteCounters counters_;
+  std::unique_ptr<Proxy> proxy_;  // last: stopped first, while everything it uses still exists
 };
 
 /// Counts one running call in comm.inFlight for its lifetime, so that hocclCommAbort (another thread) can wait

@@ -1,9 +1,11 @@
 // Groups and enqueueing (see group.h).
 #include "comm/group.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "comm/plan.h"
+#include "comm/proxy.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "algo/registry.h"
@@ -86,12 +88,22 @@ void execute(const std::vector<Op>& ops) {
 
 }  // namespace
 
+void runOps(const std::vector<Op>& ops) {
+  if (ops.size() == 1 && runFastPath(ops[0])) return;
+  if (!ops.empty()) execute(ops);
+}
+
 void enqueue(const Op& op) {
   GroupState& s = state();
   if (s.depth > 0) {
     s.ops.push_back(op);
     return;
   }
+  if (op.onDevice()) {
+    op.comm->proxy().submit({op});
+    return;
+  }
+  if (Proxy* p = op.comm->proxyIfAny()) p->drain();  // host calls run after the stream-ordered ones
   if (!runFastPath(op)) execute({op});
 }
 
@@ -103,8 +115,31 @@ void groupEnd() {
   if (--s.depth > 0) return;
   std::vector<Op> ops;
   ops.swap(s.ops);
-  if (ops.size() == 1 && runFastPath(ops[0])) return;
-  if (!ops.empty()) execute(ops);
+  // Communicators with an op on device buffers hand all their ops to their proxies, in one launch each.
+  std::vector<Communicator*> onDevice;
+  for (const Op& op : ops)
+    if (op.onDevice() && std::find(onDevice.begin(), onDevice.end(), op.comm) == onDevice.end())
+      onDevice.push_back(op.comm);
+  if (!onDevice.empty()) {
+    std::vector<Op> host;
+    for (const Op& op : ops)
+      if (std::find(onDevice.begin(), onDevice.end(), op.comm) == onDevice.end()) host.push_back(op);
+    for (Communicator* c : onDevice) {
+      std::vector<Op> mine;
+      bool hostBuffers = false;
+      for (const Op& op : ops)
+        if (op.comm == c) {
+          mine.push_back(op);
+          hostBuffers |= !op.onDevice();
+        }
+      c->proxy().submit(std::move(mine));
+      if (hostBuffers) c->proxy().drain();
+    }
+    ops.swap(host);
+  }
+  for (const Op& op : ops)
+    if (Proxy* p = op.comm->proxyIfAny()) p->drain();
+  runOps(ops);
 }
 
 int groupDepth() { return state().depth; }
