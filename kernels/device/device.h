@@ -44,6 +44,9 @@ class Device {
   virtual bool simulated() const = 0;
   /// The device ordinal (hocclCommCuDevice).
   virtual int ordinal() const = 0;
+  /// True when host code can read and write this device's memory directly (the simulated device). Today's transports
+  /// move device buffers only then; a GPU's need the staging pipeline or the CUDA IPC transport (docs/cuda.md).
+  virtual bool hostAccessible() const = 0;
 
   /// Allocates bytes of device memory (at least 256-byte aligned; 0 bytes gives a valid unique pointer).
   virtual void* malloc(size_t bytes) = 0;
@@ -58,7 +61,8 @@ class Device {
   virtual Stream createStream() = 0;
   /// Destroys a stream after its queued work has run.
   virtual void destroyStream(Stream stream) = 0;
-  /// True when stream is null (the default stream) or a live stream of this device.
+  /// False when stream is certainly not a live stream of this device (null, the default stream, is valid). The CUDA
+  /// device cannot check a handle safely and says true.
   virtual bool validStream(Stream stream) const = 0;
   /// Waits until every operation queued on stream has run; throws the first error a queued operation raised.
   virtual void synchronize(Stream stream) = 0;

@@ -127,6 +127,7 @@ class SimDevice final : public Device {
   std::string name() const override { return "simulated device 0 (CPU, HOCCL_DEVICE=sim)"; }
   bool simulated() const override { return true; }
   int ordinal() const override { return 0; }
+  bool hostAccessible() const override { return true; }
 
   void* malloc(size_t bytes) override {
     const size_t mapped = (bytes + kPage - 1) / kPage * kPage + (bytes == 0 ? kPage : 0);
