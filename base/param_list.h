@@ -82,6 +82,10 @@
   STRING(SOCKET_IFNAME, "",                                                                                            \
          "IPv4 network interfaces to use: comma-separated name prefixes, a leading ^ excludes them, a leading = "      \
          "makes the names exact. Unset: the first interface up that is not loopback")                                  \
+  /* Device (kernels/device) */                                                                                        \
+  STRING(DEVICE, "",                                                                                                   \
+         "Device for device buffers: sim (the simulated device: CPU memory tagged as device memory, streams as "       \
+         "threads; for tests), cuda or none. Unset: CUDA device 0 when the driver finds a GPU, else none")             \
   /* Identity and topology (topology/, src/comm/topo_probe.cc) */                                                      \
   STRING(HOSTID, "", "Override the host identity (emulate several hosts on one machine)")                              \
   STRING(SWITCH_ID, "", "This rank's switch identity (ranks with equal ids share a switch)")                           \

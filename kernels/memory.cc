@@ -1,8 +1,10 @@
-// The per-kind memory operations (see memory.h): the CPU kernels for both host kinds.
+// The per-kind memory operations (see memory.h): the CPU kernels for both host kinds, the device's kernels for
+// device memory.
 #include "kernels/memory.h"
 
 #include "base/error.h"
 #include "kernels/cuda/cuda_driver.h"
+#include "kernels/device/device.h"
 
 namespace hoccl::kernels {
 namespace {
@@ -27,7 +29,42 @@ class HostOps final : public MemoryOps {
   MemoryKind kind_;
 };
 
+thread_local device::Stream tlsStream = nullptr;
+
+/// Device memory: the device's kernels on the calling thread's stream (setDeviceStream), waited for before
+/// returning, so the executor sees each copy or reduction done like a host one.
+class DeviceOps final : public MemoryOps {
+ public:
+  explicit DeviceOps(device::Device& dev) : dev_(dev) {}
+  MemoryKind kind() const override { return MemoryKind::Device; }
+  void copy(void* dst, const void* src, size_t bytes) const override {
+    if (!bytes) return;
+    dev_.launchCopy(tlsStream, dst, src, bytes);
+    dev_.synchronize(tlsStream);
+  }
+  void reduce(void* dst, const void* a, const void* b, size_t n, hocclDataType_t dt, BinOp op) const override {
+    if (!n) return;
+    dev_.launchReduce(tlsStream, dst, a, b, n, dt, op);
+    dev_.synchronize(tlsStream);
+  }
+  void scale(void* dst, const void* src, size_t n, hocclDataType_t dt, const void* scalar) const override {
+    if (!n) return;
+    dev_.launchScale(tlsStream, dst, src, n, dt, scalar);
+    dev_.synchronize(tlsStream);
+  }
+  void divide(void* data, size_t n, hocclDataType_t dt, int divisor) const override {
+    if (!n) return;
+    dev_.launchDivide(tlsStream, data, n, dt, divisor);
+    dev_.synchronize(tlsStream);
+  }
+
+ private:
+  device::Device& dev_;
+};
+
 }  // namespace
+
+void setDeviceStream(void* stream) { tlsStream = stream; }
 
 const char* memoryKindName(MemoryKind kind) {
   switch (kind) {
@@ -39,6 +76,8 @@ const char* memoryKindName(MemoryKind kind) {
 }
 
 MemoryKind classify(const void* ptr) {
+  if (!ptr) return MemoryKind::Host;
+  if (device::Device* d = device::current()) return d->owns(ptr) ? MemoryKind::Device : MemoryKind::Host;
   return cuda::classify(ptr) == cuda::PtrKind::Device ? MemoryKind::Device : MemoryKind::Host;
 }
 
@@ -54,9 +93,8 @@ const MemoryOps& memoryOps(MemoryKind kind) {
     case MemoryKind::HostShared: return shared;
     case MemoryKind::Device: break;
   }
-  throwInvalidArgument(
-      "device memory: this build of hoccl has no device memory operations yet (CUDA buffers are "
-      "not supported); pass host buffers");
+  static const DeviceOps* ops = [] { return new DeviceOps(device::require("device memory")); }();
+  return *ops;
 }
 
 }  // namespace hoccl::kernels

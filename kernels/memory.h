@@ -1,8 +1,8 @@
 /// @file memory.h
 /// The memory-kind seam: every buffer of a call is classified once (host memory, host memory that peers on the same
 /// host can map, device memory), and the copies and reductions on it go through the operations of its kind. Host
-/// kinds run the CPU kernels (kernels/cpu/reduce.h). Device memory has no implementation in this build yet: its
-/// operations are the device issue's (CUDA kernels on a stream, or the simulated device); asking for them throws.
+/// kinds run the CPU kernels (kernels/cpu/reduce.h); device memory runs the kernels of the process's device
+/// (kernels/device/device.h: CUDA, or the simulated device) on the calling thread's device stream, and waits for them.
 #pragma once
 
 #include <cstddef>
@@ -53,13 +53,20 @@ inline BinOp binOpOf(hocclRedOp_t op) {
   }
 }
 
-/// Where `ptr` lives: Device for CUDA device memory (asked of the driver, when libcuda.so.1 is loadable), Host
-/// otherwise (ordinary, pinned or CUDA managed memory, which the host can read). HostShared is reported once hoccl
-/// hands out or registers shared segments (hocclMemAlloc, the zero-copy issue); null is Host.
+/// Where `ptr` lives: Device for memory of the process's device (device::current(): the simulated device's
+/// allocations, or CUDA device memory), and for CUDA device memory when no device is in use (the driver is asked when
+/// libcuda.so.1 is loadable); Host otherwise (ordinary, pinned or CUDA managed memory, which the host can read).
+/// HostShared is reported once hoccl hands out or registers shared segments (hocclMemAlloc, the zero-copy issue);
+/// null is Host.
 MemoryKind classify(const void* ptr);
 
-/// The operations for memory of `kind`. Throws hoccl::Error(hocclInvalidArgument) for Device memory in this build.
+/// The operations for memory of `kind`. Throws hoccl::Error(hocclInvalidArgument) for Device memory when the process
+/// has no device.
 const MemoryOps& memoryOps(MemoryKind kind);
+
+/// The device stream on which this thread's device MemoryOps launch (null: the device's default stream). The
+/// communicator's proxy thread sets its internal stream.
+void setDeviceStream(void* stream);
 
 /// The operations on host memory (the CPU kernels): what every host-kind call uses.
 const MemoryOps& hostMemoryOps();

@@ -17,7 +17,7 @@ double algBytes(size_t count, size_t elt, int n) { return static_cast<double>(co
 void expected(std::vector<Block>& out, size_t count, int rank, int n, int) {
   for (int r = 0; r < n; ++r) out.push_back({r * count, count, r, rank * count});
 }
-hocclResult_t run(const CallArgs& a) { return hocclAlltoAll(a.send, a.recv, a.count, a.type, a.comm, nullptr); }
+hocclResult_t run(const CallArgs& a) { return hocclAlltoAll(a.send, a.recv, a.count, a.type, a.comm, a.stream); }
 
 const CollTest kTest{"alltoall_perf", false, false, counts, busFactor, algBytes, expected, run};
 

@@ -18,7 +18,7 @@ void expected(std::vector<Block>& out, size_t count, int rank, int n, int root) 
   if (rank != root) return;
   for (int r = 0; r < n; ++r) out.push_back({r * count, count, r, 0});
 }
-hocclResult_t run(const CallArgs& a) { return hocclGather(a.send, a.recv, a.count, a.type, a.root, a.comm, nullptr); }
+hocclResult_t run(const CallArgs& a) { return hocclGather(a.send, a.recv, a.count, a.type, a.root, a.comm, a.stream); }
 
 const CollTest kTest{"gather_perf", false, true, counts, busFactor, algBytes, expected, run};
 

@@ -44,6 +44,7 @@ struct CallArgs {
   int rank;              ///< caller's rank
   int nranks;            ///< ranks in the communicator
   hocclComm_t comm;      ///< communicator
+  hocclStream_t stream;  ///< the rank's stream (device buffers), else NULL
 };
 
 /// The table of callbacks describing one collective (in the manner of nccl-tests' testColl).

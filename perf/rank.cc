@@ -81,6 +81,16 @@ class Runner {
   std::unique_ptr<Report> report_;
   Buffer send_, recv_, pristine_;
   size_t bufBytes_ = 0;
+  // Device mode (a device is present, e.g. HOCCL_DEVICE=sim): the calls use device copies of send_ and recv_ on
+  // stream_; data is prepared and checked in the host buffers and copied across around each checked call.
+  bool device_ = false;
+  void* dsend_ = nullptr;
+  void* drecv_ = nullptr;
+  hocclStream_t stream_ = nullptr;
+  void* toDevice(const void* host) const;
+  void upload();
+  void download();
+  void syncStream();
   std::vector<Block> blocks_;
   long long totalWrong_ = 0, totalOob_ = 0;
 };
@@ -163,6 +173,33 @@ void Runner::setWatchdog(const Case* cs) {
   job_.deadlines[thread_] = steadyNs() + static_cast<int64_t>(o_.timeoutSec * 1e9);
 }
 
+void* Runner::toDevice(const void* host) const {
+  const auto* p = static_cast<const unsigned char*>(host);
+  if (!device_) return const_cast<unsigned char*>(p);
+  if (p >= send_.get() && p <= send_.get() + bufBytes_) return static_cast<unsigned char*>(dsend_) + (p - send_.get());
+  return static_cast<unsigned char*>(drecv_) + (p - recv_.get());
+}
+
+void Runner::upload() {
+  if (!device_) return;
+  check(hocclDeviceMemcpy(dsend_, send_.get(), bufBytes_), "hocclDeviceMemcpy (send buffer)");
+  check(hocclDeviceMemcpy(drecv_, recv_.get(), bufBytes_), "hocclDeviceMemcpy (receive buffer)");
+}
+
+void Runner::download() {
+  if (!device_) return;
+  check(hocclDeviceMemcpy(send_.get(), dsend_, bufBytes_), "hocclDeviceMemcpy (send buffer)");
+  check(hocclDeviceMemcpy(recv_.get(), drecv_, bufBytes_), "hocclDeviceMemcpy (receive buffer)");
+}
+
+void Runner::syncStream() {
+  if (!device_) return;
+  check(hocclStreamSynchronize(stream_), "hocclStreamSynchronize");
+  hocclResult_t async = hocclSuccess;
+  check(hocclCommGetAsyncError(comm_, &async), "hocclCommGetAsyncError");
+  check(async, "a stream-ordered collective");
+}
+
 void Runner::iteration(const CallArgs& a) {
   if (o_.aggIters > 1) check(hocclGroupStart(), "hocclGroupStart");
   for (int i = 0; i < o_.aggIters; ++i) check(test_.run(a), test_.name);
@@ -184,7 +221,13 @@ void Runner::checkOnce(const Case& cs, const Counts& c, const DataSpec& spec, co
                        long long* wrong, long long* oob) {
   const size_t elt = typeInfo(cs.type).size;
   prepare(c, elt, inPlace);
-  check(test_.run(a), test_.name);
+  upload();
+  CallArgs d = a;  // a holds the host addresses
+  d.send = toDevice(a.send);
+  d.recv = toDevice(a.recv);
+  check(test_.run(d), test_.name);
+  syncStream();
+  download();
   CheckResult res = checkOutput(a.recv, blocks_, spec);
   const char* variant = inPlace ? "in-place" : "out-of-place";
   if (res.wrong > 0) {
@@ -224,11 +267,18 @@ Measure Runner::measure(const Case& cs, const Counts& c, const DataSpec& spec, h
   a.rank = rank_;
   a.nranks = nranks_;
   a.comm = comm_;
+  a.stream = stream_;
   if (inPlace) prepare(c, elt, true);
-  for (int i = 0; i < o_.warmupIters; ++i) iteration(a);
+  upload();
+  CallArgs d = a;
+  d.send = toDevice(a.send);
+  d.recv = toDevice(a.recv);
+  for (int i = 0; i < o_.warmupIters; ++i) iteration(d);
+  syncStream();
   allReduce(0, hocclSum);  // line the ranks up before the clock starts
   double t0 = now();
-  for (int i = 0; i < o_.iters; ++i) iteration(a);
+  for (int i = 0; i < o_.iters; ++i) iteration(d);
+  syncStream();  // stream-ordered calls: the time includes their completion
   double sec = (now() - t0) / (static_cast<double>(o_.iters) * o_.aggIters);
   Measure m;
   switch (o_.average) {
@@ -327,12 +377,25 @@ int Runner::run() {
   pristine_ = allocBuffer(o_.maxBytes + 64);
   if (!send_ || !recv_ || !pristine_)
     fatal(fmt::format("cannot allocate 3 buffers of {} bytes; try a smaller -e", bufBytes_));
+  const char* deviceName = nullptr;
+  check(hocclDeviceName(&deviceName), "hocclDeviceName");
+  device_ = deviceName != nullptr;  // device buffers whenever a device (real or simulated) is present
+  if (device_) {
+    check(hocclStreamCreate(&stream_), "hocclStreamCreate");
+    check(hocclDeviceMalloc(&dsend_, bufBytes_), "hocclDeviceMalloc (send buffer)");
+    check(hocclDeviceMalloc(&drecv_, bufBytes_), "hocclDeviceMalloc (receive buffer)");
+  }
   if (printer_) report_->printHeader();
   sweep();
   bool ok = true;
   if (printer_) ok = report_->finish(totalOob_, totalWrong_);
   check(hocclCommDestroy(comm_), "hocclCommDestroy");
   comm_ = nullptr;
+  if (device_) {
+    hocclDeviceFree(dsend_);
+    hocclDeviceFree(drecv_);
+    hocclStreamDestroy(stream_);
+  }
   return (totalWrong_ > 0 || totalOob_ > 0 || !ok) ? 1 : 0;
 }
 

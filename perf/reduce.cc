@@ -14,7 +14,7 @@ void expected(std::vector<Block>& out, size_t count, int rank, int, int root) {
   if (rank == root) out.push_back({0, count, kReduceAll, 0});
 }
 hocclResult_t run(const CallArgs& a) {
-  return hocclReduce(a.send, a.recv, a.count, a.type, a.op, a.root, a.comm, nullptr);
+  return hocclReduce(a.send, a.recv, a.count, a.type, a.op, a.root, a.comm, a.stream);
 }
 
 const CollTest kTest{"reduce_perf", true, true, counts, busFactor, algBytes, expected, run};

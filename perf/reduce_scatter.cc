@@ -18,7 +18,7 @@ void expected(std::vector<Block>& out, size_t count, int rank, int, int) {
   out.push_back({0, count, kReduceAll, rank * count});
 }
 hocclResult_t run(const CallArgs& a) {
-  return hocclReduceScatter(a.send, a.recv, a.count, a.type, a.op, a.comm, nullptr);
+  return hocclReduceScatter(a.send, a.recv, a.count, a.type, a.op, a.comm, a.stream);
 }
 
 const CollTest kTest{"reduce_scatter_perf", true, false, counts, busFactor, algBytes, expected, run};

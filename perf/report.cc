@@ -57,8 +57,14 @@ void Report::printPreamble(const std::vector<RankDesc>& ranks) {
       opts_.nThreads, opts_.nGpus, opts_.minBytes, opts_.maxBytes, step, opts_.warmupIters, opts_.iters, opts_.aggIters,
       opts_.check);
   fmt::print("#\n# Using devices\n");
-  for (const auto& r : ranks_)
-    fmt::print("#  Rank {:2} Group  0 Pid {:6} on {:>10} device -1 [host] host memory\n", r.rank, r.pid, r.host);
+  const char* device = nullptr;  // every rank runs the same build and environment: the printer's device is theirs
+  hocclDeviceName(&device);
+  for (const auto& r : ranks_) {
+    if (device)
+      fmt::print("#  Rank {:2} Group  0 Pid {:6} on {:>10} device  0 [{}] device memory\n", r.rank, r.pid, r.host,
+                 device);
+    else fmt::print("#  Rank {:2} Group  0 Pid {:6} on {:>10} device -1 [host] host memory\n", r.rank, r.pid, r.host);
+  }
   std::fflush(stdout);
 }
 

@@ -17,7 +17,7 @@ double algBytes(size_t count, size_t elt, int n) { return static_cast<double>(co
 void expected(std::vector<Block>& out, size_t count, int rank, int, int root) {
   out.push_back({0, count, root, rank * count});
 }
-hocclResult_t run(const CallArgs& a) { return hocclScatter(a.send, a.recv, a.count, a.type, a.root, a.comm, nullptr); }
+hocclResult_t run(const CallArgs& a) { return hocclScatter(a.send, a.recv, a.count, a.type, a.root, a.comm, a.stream); }
 
 const CollTest kTest{"scatter_perf", false, true, counts, busFactor, algBytes, expected, run};
 

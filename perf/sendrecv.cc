@@ -17,8 +17,8 @@ hocclResult_t run(const CallArgs& a) {
   int next = (a.rank + 1) % a.nranks, prev = (a.rank - 1 + a.nranks) % a.nranks;
   hocclResult_t r = hocclGroupStart();
   if (r != hocclSuccess) return r;
-  hocclResult_t s = hocclSend(a.send, a.count, a.type, next, a.comm, nullptr);
-  hocclResult_t v = hocclRecv(a.recv, a.count, a.type, prev, a.comm, nullptr);
+  hocclResult_t s = hocclSend(a.send, a.count, a.type, next, a.comm, a.stream);
+  hocclResult_t v = hocclRecv(a.recv, a.count, a.type, prev, a.comm, a.stream);
   r = hocclGroupEnd();  // always close the group, even after an error
   if (s != hocclSuccess) return s;
   if (v != hocclSuccess) return v;

@@ -22,7 +22,10 @@ extern "C" {
 typedef struct hocclComm* hocclComm_t;
 /// The null communicator.
 #define HOCCL_COMM_NULL NULL
-/// Opaque stream handle (a cudaStream_t where CUDA is used; NULL for host memory, synchronous completion).
+/// Opaque stream handle: a cudaStream_t (or one of hocclStreamCreate); NULL is the device's default stream.
+/// Calls on device buffers are stream-ordered: they are enqueued and return without waiting for peers, start after
+/// the work queued earlier on the stream, and work queued later waits for them. Calls on host buffers complete before
+/// they return. See docs/cuda.md.
 typedef struct hocclStreamOpaque* hocclStream_t;
 
 /// Size of the unique id in bytes.
@@ -150,7 +153,7 @@ hocclResult_t hocclCommAbort(hocclComm_t comm);
 hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError);
 /// Number of ranks in comm.
 hocclResult_t hocclCommCount(const hocclComm_t comm, int* count);
-/// CUDA device of comm, -1 for a host-only communicator.
+/// Device of comm: the ordinal of the process's device (CUDA, or 0 for the simulated device), -1 when there is none.
 hocclResult_t hocclCommCuDevice(const hocclComm_t comm, int* device);
 /// Rank of the caller in comm.
 hocclResult_t hocclCommUserRank(const hocclComm_t comm, int* rank);
@@ -196,6 +199,25 @@ hocclResult_t hocclRecv(void* recvbuff, size_t count, hocclDataType_t datatype, 
 hocclResult_t hocclGroupStart(void);
 /// Ends a group and runs its calls (send/recv pairs inside a group never deadlock, whatever their order).
 hocclResult_t hocclGroupEnd(void);
+
+/// The process's device, for messages and headers ("CUDA device 0 (...)" or "simulated device 0 (...)"); *name is
+/// NULL when there is none. The string stays valid until the next call on this thread. hoccl extension.
+hocclResult_t hocclDeviceName(const char** name);
+/// Allocates bytes of memory on the process's device (hocclInvalidArgument without one). hoccl extension, for programs
+/// without the CUDA runtime (and the simulated device, HOCCL_DEVICE=sim).
+hocclResult_t hocclDeviceMalloc(void** ptr, size_t bytes);
+/// Frees memory of hocclDeviceMalloc (NULL is ignored). hoccl extension.
+hocclResult_t hocclDeviceFree(void* ptr);
+/// Copies bytes between host and device memory in any direction, after the work of the default stream; returns when
+/// done. hoccl extension.
+hocclResult_t hocclDeviceMemcpy(void* dst, const void* src, size_t bytes);
+/// Creates a stream of the process's device. hoccl extension.
+hocclResult_t hocclStreamCreate(hocclStream_t* stream);
+/// Destroys a stream of hocclStreamCreate once its queued work has run. hoccl extension.
+hocclResult_t hocclStreamDestroy(hocclStream_t stream);
+/// Waits until the work queued on stream (NULL: the default stream) has run; reports the first failure of that work.
+/// A collective's own failure is reported by hocclCommGetAsyncError and the communicator's next call. hoccl extension.
+hocclResult_t hocclStreamSynchronize(hocclStream_t stream);
 
 /// Link classes, cheapest first: used by the byte counters and the cost model.
 typedef enum {

@@ -25,6 +25,7 @@ struct Driver {
   CUresult (*pointerGetAttribute)(void*, int, unsigned long long) = nullptr;
   CUresult (*streamSynchronize)(void*) = nullptr;
   CUresult (*getErrorString)(CUresult, const char**) = nullptr;
+  DriverApi api;
 };
 
 template <class F>
@@ -43,6 +44,35 @@ const Driver& driver() {
     bind(x.lib, "cuPointerGetAttribute", x.pointerGetAttribute);
     bind(x.lib, "cuStreamSynchronize", x.streamSynchronize);
     bind(x.lib, "cuGetErrorString", x.getErrorString);
+    DriverApi& a = x.api;
+    bind(x.lib, "cuInit", a.init);
+    bind(x.lib, "cuDeviceGet", a.deviceGet);
+    bind(x.lib, "cuDeviceGetName", a.deviceGetName);
+    bind(x.lib, "cuDevicePrimaryCtxRetain", a.primaryCtxRetain);
+    bind(x.lib, "cuCtxSetCurrent", a.ctxSetCurrent);
+    bind(x.lib, "cuMemAlloc_v2", a.memAlloc);
+    bind(x.lib, "cuMemFree_v2", a.memFree);
+    bind(x.lib, "cuMemcpy", a.memcpy);
+    bind(x.lib, "cuMemcpyAsync", a.memcpyAsync);
+    bind(x.lib, "cuMemHostAlloc", a.memHostAlloc);
+    bind(x.lib, "cuMemFreeHost", a.memFreeHost);
+    bind(x.lib, "cuMemHostGetDevicePointer_v2", a.memHostGetDevicePointer);
+    bind(x.lib, "cuMemGetAddressRange_v2", a.memGetAddressRange);
+    bind(x.lib, "cuStreamCreate", a.streamCreate);
+    bind(x.lib, "cuStreamDestroy_v2", a.streamDestroy);
+    bind(x.lib, "cuStreamQuery", a.streamQuery);
+    bind(x.lib, "cuStreamSynchronize", a.streamSynchronize);
+    bind(x.lib, "cuStreamWaitEvent", a.streamWaitEvent);
+    bind(x.lib, "cuStreamWaitValue32_v2", a.streamWaitValue32);
+    bind(x.lib, "cuLaunchHostFunc", a.launchHostFunc);
+    bind(x.lib, "cuEventCreate", a.eventCreate);
+    bind(x.lib, "cuEventDestroy_v2", a.eventDestroy);
+    bind(x.lib, "cuEventRecord", a.eventRecord);
+    bind(x.lib, "cuEventQuery", a.eventQuery);
+    bind(x.lib, "cuIpcGetMemHandle", a.ipcGetMemHandle);
+    bind(x.lib, "cuIpcOpenMemHandle_v2", a.ipcOpenMemHandle);
+    bind(x.lib, "cuIpcCloseMemHandle", a.ipcCloseMemHandle);
+    a.getErrorString = x.getErrorString;
     return x;
   }();
   return d;
@@ -78,6 +108,10 @@ std::string streamSynchronize(void* stream) {
   if (r == kSuccess) return "";
   return "cuStreamSynchronize failed: " + errorText(d, r);
 }
+
+const DriverApi* driverApi() { return driver().lib ? &driver().api : nullptr; }
+
+std::string driverErrorText(int result) { return errorText(driver(), result); }
 
 int deviceCount() {
   const Driver& d = driver();

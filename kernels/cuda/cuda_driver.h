@@ -4,6 +4,7 @@
 /// at all. Without a driver everything is host memory.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace hoccl::cuda {
@@ -23,5 +24,49 @@ PtrKind classify(const void* ptr);
 std::string streamSynchronize(void* stream);
 /// Number of CUDA devices (initialises the driver); 0 without a driver or on any error.
 int deviceCount();
+
+/// CUipcMemHandle: 64 opaque bytes, passed by value to cuIpcOpenMemHandle.
+struct CuIpcMemHandle {
+  char reserved[64];  ///< the driver's bytes
+};
+
+/// The driver entry points the CUDA device (kernels/device/cuda_device.cc) uses, bound by name at load time; a
+/// member is null when this driver lacks it. Types follow cuda.h's ABI: CUresult is int, CUdeviceptr an unsigned
+/// long long, handles are pointers.
+struct DriverApi {
+  int (*init)(unsigned) = nullptr;                                                      ///< cuInit
+  int (*deviceGet)(int*, int) = nullptr;                                                ///< cuDeviceGet
+  int (*deviceGetName)(char*, int, int) = nullptr;                                      ///< cuDeviceGetName
+  int (*primaryCtxRetain)(void**, int) = nullptr;                                       ///< cuDevicePrimaryCtxRetain
+  int (*ctxSetCurrent)(void*) = nullptr;                                                ///< cuCtxSetCurrent
+  int (*memAlloc)(unsigned long long*, size_t) = nullptr;                               ///< cuMemAlloc_v2
+  int (*memFree)(unsigned long long) = nullptr;                                         ///< cuMemFree_v2
+  int (*memcpy)(unsigned long long, unsigned long long, size_t) = nullptr;              ///< cuMemcpy
+  int (*memcpyAsync)(unsigned long long, unsigned long long, size_t, void*) = nullptr;  ///< cuMemcpyAsync
+  int (*memHostAlloc)(void**, size_t, unsigned) = nullptr;                              ///< cuMemHostAlloc
+  int (*memFreeHost)(void*) = nullptr;                                                  ///< cuMemFreeHost
+  int (*memHostGetDevicePointer)(unsigned long long*, void*, unsigned) = nullptr;  ///< cuMemHostGetDevicePointer_v2
+  int (*memGetAddressRange)(unsigned long long*, size_t*, unsigned long long) = nullptr;  ///< cuMemGetAddressRange_v2
+  int (*streamCreate)(void**, unsigned) = nullptr;                                        ///< cuStreamCreate
+  int (*streamDestroy)(void*) = nullptr;                                                  ///< cuStreamDestroy_v2
+  int (*streamQuery)(void*) = nullptr;                                                    ///< cuStreamQuery
+  int (*streamSynchronize)(void*) = nullptr;                                              ///< cuStreamSynchronize
+  int (*streamWaitEvent)(void*, void*, unsigned) = nullptr;                               ///< cuStreamWaitEvent
+  int (*streamWaitValue32)(void*, unsigned long long, unsigned, unsigned) = nullptr;      ///< cuStreamWaitValue32_v2
+  int (*launchHostFunc)(void*, void (*)(void*), void*) = nullptr;                         ///< cuLaunchHostFunc
+  int (*eventCreate)(void**, unsigned) = nullptr;                                         ///< cuEventCreate
+  int (*eventDestroy)(void*) = nullptr;                                                   ///< cuEventDestroy_v2
+  int (*eventRecord)(void*, void*) = nullptr;                                             ///< cuEventRecord
+  int (*eventQuery)(void*) = nullptr;                                                     ///< cuEventQuery
+  int (*ipcGetMemHandle)(CuIpcMemHandle*, unsigned long long) = nullptr;                  ///< cuIpcGetMemHandle
+  int (*ipcOpenMemHandle)(unsigned long long*, CuIpcMemHandle, unsigned) = nullptr;       ///< cuIpcOpenMemHandle_v2
+  int (*ipcCloseMemHandle)(unsigned long long) = nullptr;                                 ///< cuIpcCloseMemHandle
+  int (*getErrorString)(int, const char**) = nullptr;                                     ///< cuGetErrorString
+};
+
+/// The driver's entry points, or null without libcuda.so.1.
+const DriverApi* driverApi();
+/// "<name> (CUresult N)" for a driver result code.
+std::string driverErrorText(int result);
 
 }  // namespace hoccl::cuda

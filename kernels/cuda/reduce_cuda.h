@@ -1,5 +1,6 @@
 /// @file reduce_cuda.h
-/// Host launchers for the CUDA reduction kernels (kernels/cuda/reduce_kernels.cu). This header needs no CUDA
+/// Host launchers for the CUDA reduction kernels (kernels/cuda/reduce_kernels.cu), with C names: the libhoccl-cuda
+/// plugin exports them and kernels/device/cuda_device.cc finds them with dlsym. This header needs no CUDA
 /// headers: streams are passed as hocclStream_t (a cudaStream_t cast to it; NULL is the legacy default stream) and
 /// results are CUDA error codes as int (0 = cudaSuccess). All pointers are device (or managed) memory. The kernels
 /// use the functors of kernels/reduce_ops.h, so they compute exactly what hoccl::kernels::reduce computes on the CPU.
@@ -9,6 +10,8 @@
 
 #include "hoccl/hoccl.h"
 #include "kernels/cpu/reduce.h"
+
+extern "C" {
 
 /// Enqueues dst[i] = op(a[i], b[i]) for n elements on `stream`. dst may equal a or b exactly.
 /// Returns 0 on success, cudaErrorInvalidValue (1) for an invalid type, else the launch's CUDA error code.
@@ -22,3 +25,5 @@ int hocclCudaScale(void* dst, const void* src, size_t n, hocclDataType_t dt, con
 /// Enqueues data[i] = data[i] / divisor (Avg post-division, same rules as hoccl::kernels::divide).
 /// Returns 0, cudaErrorInvalidValue (1) for an invalid type or divisor < 1, or a CUDA error code.
 int hocclCudaDivide(void* data, size_t n, hocclDataType_t dt, int divisor, hocclStream_t stream);
+
+}  // extern "C"

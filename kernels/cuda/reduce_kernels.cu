@@ -1,50 +1,45 @@
 // CUDA reduction kernels: one grid-stride template per operation shape, instantiated for every hoccl data type
 // with the functors of kernels/reduce_ops.h (the CPU unit tests check those functors, so the GPU math is the
-// tested math). Launch: 512 threads per block, enough blocks to cover n (capped; the loop strides over the rest).
+// tested math). The split into a scalar head, 16-byte packs and a scalar tail, and the launch geometry, are those of
+// kernels/device/elementwise.h, which the simulated device runs on the CPU too.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/cuda/reduce_cuda.h"
+#include "kernels/device/elementwise.h"
 #include "kernels/reduce_ops.h"
 
 namespace hoccl::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 512;
-constexpr size_t kMaxBlocks = 65535;
+namespace ew = hoccl::kernels::elementwise;
+constexpr int kThreads = ew::kThreads;
 
 /// dst[i] = op(a[i], b[i]). No __restrict__: dst may alias a or b element for element.
 template <typename T, typename Op>
-__global__ void binaryKernel(T* dst, const T* a, const T* b, size_t n, Op op) {
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = op(a[i], b[i]);
+__global__ void binaryKernel(T* dst, const T* a, const T* b, ew::Split s, Op op) {
+  ew::binaryThread(dst, a, b, s, op, size_t(blockIdx.x) * blockDim.x + threadIdx.x, size_t(gridDim.x) * blockDim.x);
 }
 
 /// dst[i] = f(src[i]).
 template <typename T, typename F>
-__global__ void unaryKernel(T* dst, const T* src, size_t n, F f) {
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = f(src[i]);
+__global__ void unaryKernel(T* dst, const T* src, ew::Split s, F f) {
+  ew::unaryThread(dst, src, s, f, size_t(blockIdx.x) * blockDim.x + threadIdx.x, size_t(gridDim.x) * blockDim.x);
 }
 
 /// Multiplication by a captured scalar (PreMulSum).
 template <typename T>
-struct ScaleBy {
-  T scalar;
-  __device__ T operator()(T x) const { return FuncProd<T>()(x, scalar); }
-};
+using ScaleBy = ew::ScaleBy<T, FuncProd<T>>;
 
-unsigned blocksFor(size_t n) {
-  const size_t blocks = (n + kThreads - 1) / kThreads;
-  return unsigned(blocks < kMaxBlocks ? blocks : kMaxBlocks);
-}
+unsigned blocksFor(size_t n) { return ew::blocksFor(n); }
 
 template <typename T, typename Op>
 int launchBinary(void* dst, const void* a, const void* b, size_t n, cudaStream_t s) {
+  const ew::Split sp = ew::split(dst, a, b, n, sizeof(T));
   binaryKernel<T, Op><<<blocksFor(n), kThreads, 0, s>>>(static_cast<T*>(dst), static_cast<const T*>(a),
-                                                        static_cast<const T*>(b), n, Op());
+                                                        static_cast<const T*>(b), sp, Op());
   return int(cudaGetLastError());
 }
 
@@ -98,7 +93,8 @@ int hocclCudaScale(void* dst, const void* src, size_t n, hocclDataType_t dt, con
     using T = decltype(tag);
     ScaleBy<T> f;
     std::memcpy(&f.scalar, scalar, sizeof(T));
-    unaryKernel<<<blocksFor(n), kThreads, 0, s>>>(static_cast<T*>(dst), static_cast<const T*>(src), n, f);
+    unaryKernel<<<blocksFor(n), kThreads, 0, s>>>(static_cast<T*>(dst), static_cast<const T*>(src),
+                                                  ew::split(dst, src, nullptr, n, sizeof(T)), f);
     return int(cudaGetLastError());
   });
 }
@@ -110,7 +106,8 @@ int hocclCudaDivide(void* data, size_t n, hocclDataType_t dt, int divisor, hoccl
   return withType(dt, [&](auto tag) {
     using T = decltype(tag);
     const hoccl::FuncDivide<T> f(divisor);
-    unaryKernel<<<blocksFor(n), kThreads, 0, s>>>(static_cast<T*>(data), static_cast<const T*>(data), n, f);
+    unaryKernel<<<blocksFor(n), kThreads, 0, s>>>(static_cast<T*>(data), static_cast<const T*>(data),
+                                                  ew::split(data, data, nullptr, n, sizeof(T)), f);
     return int(cudaGetLastError());
   });
 }

@@ -4,9 +4,12 @@
 
 #include "api/guard.h"
 #include "comm/group.h"
+#include "comm/proxy.h"
 #include "comm/redop.h"
 #include "base/log.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/cuda/cuda_driver.h"
+#include "kernels/device/device.h"
 #include "kernels/memory.h"
 
 using namespace hoccl;
@@ -47,15 +50,47 @@ void checkType(hocclDataType_t dt) {
                          std::to_string(hocclNumTypes - 1) + ")");
 }
 
-// Where a buffer lives (classified once per call); device memory has no copy/reduce operations in this build.
-kernels::MemoryKind memoryKindOf(const char* name, const void* buf) {
-  const kernels::MemoryKind kind = kernels::classify(buf);
-  if (kind == kernels::MemoryKind::Device)
+// Where the buffers of a call live (each classified once): both of one kind, or one absent (null, or not used on this
+// rank). Mixed host and device buffers are refused naming the device one. Device memory needs a device in this
+// process (the CUDA driver sees device memory even when HOCCL_DEVICE=none).
+void classifyBuffers(Op& o, const void* sendbuff, const void* recvbuff) {
+  o.sendKind = kernels::classify(sendbuff);
+  o.recvKind = kernels::classify(recvbuff);
+  if (!sendbuff) o.sendKind = o.recvKind;
+  if (!recvbuff) o.recvKind = o.sendKind;
+  const bool sendDev = o.sendKind == kernels::MemoryKind::Device, recvDev = o.recvKind == kernels::MemoryKind::Device;
+  if (sendDev != recvDev)
+    throwInvalidArgument(fmt::format(
+        "{} {} is device memory but {} {} is host memory: hoccl does not mix host and device buffers in one call; "
+        "pass two device buffers or two host buffers",
+        sendDev ? "sendbuff" : "recvbuff", sendDev ? sendbuff : static_cast<const void*>(recvbuff),
+        sendDev ? "recvbuff" : "sendbuff", sendDev ? static_cast<const void*>(recvbuff) : sendbuff));
+  if (sendDev && !device::current())
     throwInvalidArgument(
-        fmt::format("{} {} is CUDA device memory: this build of hoccl copies and reduces host memory "
-                    "only (the CUDA device path is not built yet); pass host buffers",
-                    name, buf));
-  return kind;
+        fmt::format("{} is CUDA device memory but this process uses no device (HOCCL_DEVICE=none, or "
+                    "the CUDA device could not be opened); pass host buffers",
+                    sendbuff ? sendbuff : static_cast<const void*>(recvbuff)));
+}
+
+// The stream argument: refused when it is certainly not a stream (the device does not know it; or there is no
+// device and no CUDA driver, so no stream can exist).
+void checkStream(hocclStream_t stream) {
+  if (!stream) return;
+  if (device::Device* d = device::current()) {
+    if (!d->validStream(stream))
+      throwInvalidArgument(fmt::format("stream {} is not a live stream of {}", static_cast<void*>(stream), d->name()));
+    return;
+  }
+  if (!cuda::driverLoaded())
+    throwInvalidArgument(
+        fmt::format("stream {} cannot be a stream: this process has no device and no CUDA driver; "
+                    "pass NULL",
+                    static_cast<void*>(stream)));
+}
+
+// The communicator's stream-ordered part failed earlier: the call fails with that error.
+void checkProxy(Communicator& c) {
+  if (Proxy* p = c.proxyIfAny()) p->throwIfFailed();
 }
 
 void checkCount(size_t count, size_t blocks, hocclDataType_t dt) {
@@ -67,10 +102,12 @@ void checkCount(size_t count, size_t blocks, hocclDataType_t dt) {
 }
 
 hocclResult_t collective(const char* fn, Coll coll, const void* sendbuff, void* recvbuff, size_t count,
-                         hocclDataType_t dt, hocclRedOp_t op, int root, hocclComm_t comm) {
+                         hocclDataType_t dt, hocclRedOp_t op, int root, hocclComm_t comm, hocclStream_t stream) {
   return guarded(fn, [&] {
     Communicator& c = liveComm(comm);
+    checkProxy(c);
     checkType(dt);
+    checkStream(stream);
     Check k = checkFor(coll, c.rank(), root, c.nranks());
     if (k.rooted && (root < 0 || root >= c.nranks()))
       throwInvalidArgument(fmt::format("root {} is outside 0..{} ({})", root, c.nranks() - 1, c.describe()));
@@ -84,10 +121,10 @@ hocclResult_t collective(const char* fn, Coll coll, const void* sendbuff, void* 
       throwInvalidArgument(fmt::format("sendbuff is NULL with count {}", count));
     if (count > 0 && k.needRecv && !recvbuff)
       throwInvalidArgument(fmt::format("recvbuff is NULL with count {}", count));
-    if (count == 0) return hocclSuccess;  // as NCCL: a valid empty collective moves nothing and costs nothing
     Op o;
-    o.sendKind = memoryKindOf("sendbuff", sendbuff);
-    o.recvKind = memoryKindOf("recvbuff", recvbuff);
+    classifyBuffers(o, k.needSend ? sendbuff : nullptr, k.needRecv ? recvbuff : nullptr);
+    if (count == 0) return hocclSuccess;  // as NCCL: a valid empty collective moves nothing and costs nothing
+    o.stream = stream;
     o.kind = Op::Kind::Collective;
     o.comm = &c;
     o.coll = coll;
@@ -97,6 +134,8 @@ hocclResult_t collective(const char* fn, Coll coll, const void* sendbuff, void* 
     o.dtype = dt;
     o.op = k.reduces ? op : hocclSum;
     o.root = k.rooted ? root : 0;
+    if (o.onDevice() && o.op >= hocclNumOps)
+      if (auto pm = findPreMulSum(o.op)) o.premul = std::make_shared<const PreMulSumOp>(*pm);
     HOCCL_TRACE(kCall, "{}: {}", c.describe(), fn);
     enqueue(o);
     return hocclSuccess;
@@ -104,18 +143,20 @@ hocclResult_t collective(const char* fn, Coll coll, const void* sendbuff, void* 
 }
 
 hocclResult_t pointToPoint(const char* fn, Op::Kind kind, const void* sendbuff, void* recvbuff, size_t count,
-                           hocclDataType_t dt, int peer, hocclComm_t comm) {
+                           hocclDataType_t dt, int peer, hocclComm_t comm, hocclStream_t stream) {
   return guarded(fn, [&] {
     Communicator& c = liveComm(comm);
+    checkProxy(c);
     checkType(dt);
+    checkStream(stream);
     if (peer < 0 || peer >= c.nranks())
       throwInvalidArgument(fmt::format("peer {} is outside 0..{} ({})", peer, c.nranks() - 1, c.describe()));
     checkCount(count, 1, dt);
     if (count > 0 && kind == Op::Kind::Send && !sendbuff) throwInvalidArgument("sendbuff is NULL with count > 0");
     if (count > 0 && kind == Op::Kind::Recv && !recvbuff) throwInvalidArgument("recvbuff is NULL with count > 0");
     Op o;
-    o.sendKind = memoryKindOf("sendbuff", sendbuff);
-    o.recvKind = memoryKindOf("recvbuff", recvbuff);
+    classifyBuffers(o, sendbuff, recvbuff);
+    o.stream = stream;
     o.kind = kind;
     o.comm = &c;
     o.sendbuf = sendbuff;
@@ -133,53 +174,56 @@ hocclResult_t pointToPoint(const char* fn, Op::Kind kind, const void* sendbuff, 
 extern "C" {
 
 hocclResult_t hocclAllReduce(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype,
-                             hocclRedOp_t op, hocclComm_t comm, hocclStream_t) {
-  return collective("hocclAllReduce", Coll::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, comm);
+                             hocclRedOp_t op, hocclComm_t comm, hocclStream_t stream) {
+  return collective("hocclAllReduce", Coll::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
 }
 
 hocclResult_t hocclBroadcast(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype, int root,
-                             hocclComm_t comm, hocclStream_t) {
-  return collective("hocclBroadcast", Coll::Broadcast, sendbuff, recvbuff, count, datatype, hocclSum, root, comm);
+                             hocclComm_t comm, hocclStream_t stream) {
+  return collective("hocclBroadcast", Coll::Broadcast, sendbuff, recvbuff, count, datatype, hocclSum, root, comm,
+                    stream);
 }
 
 hocclResult_t hocclReduce(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype, hocclRedOp_t op,
-                          int root, hocclComm_t comm, hocclStream_t) {
-  return collective("hocclReduce", Coll::Reduce, sendbuff, recvbuff, count, datatype, op, root, comm);
+                          int root, hocclComm_t comm, hocclStream_t stream) {
+  return collective("hocclReduce", Coll::Reduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 
 hocclResult_t hocclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, hocclDataType_t datatype,
-                             hocclComm_t comm, hocclStream_t) {
-  return collective("hocclAllGather", Coll::AllGather, sendbuff, recvbuff, sendcount, datatype, hocclSum, 0, comm);
+                             hocclComm_t comm, hocclStream_t stream) {
+  return collective("hocclAllGather", Coll::AllGather, sendbuff, recvbuff, sendcount, datatype, hocclSum, 0, comm,
+                    stream);
 }
 
 hocclResult_t hocclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, hocclDataType_t datatype,
-                                 hocclRedOp_t op, hocclComm_t comm, hocclStream_t) {
-  return collective("hocclReduceScatter", Coll::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, comm);
+                                 hocclRedOp_t op, hocclComm_t comm, hocclStream_t stream) {
+  return collective("hocclReduceScatter", Coll::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, comm,
+                    stream);
 }
 
 hocclResult_t hocclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype,
-                            hocclComm_t comm, hocclStream_t) {
-  return collective("hocclAlltoAll", Coll::AlltoAll, sendbuff, recvbuff, count, datatype, hocclSum, 0, comm);
+                            hocclComm_t comm, hocclStream_t stream) {
+  return collective("hocclAlltoAll", Coll::AlltoAll, sendbuff, recvbuff, count, datatype, hocclSum, 0, comm, stream);
 }
 
 hocclResult_t hocclGather(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype, int root,
-                          hocclComm_t comm, hocclStream_t) {
-  return collective("hocclGather", Coll::Gather, sendbuff, recvbuff, count, datatype, hocclSum, root, comm);
+                          hocclComm_t comm, hocclStream_t stream) {
+  return collective("hocclGather", Coll::Gather, sendbuff, recvbuff, count, datatype, hocclSum, root, comm, stream);
 }
 
 hocclResult_t hocclScatter(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype, int root,
-                           hocclComm_t comm, hocclStream_t) {
-  return collective("hocclScatter", Coll::Scatter, sendbuff, recvbuff, count, datatype, hocclSum, root, comm);
+                           hocclComm_t comm, hocclStream_t stream) {
+  return collective("hocclScatter", Coll::Scatter, sendbuff, recvbuff, count, datatype, hocclSum, root, comm, stream);
 }
 
 hocclResult_t hocclSend(const void* sendbuff, size_t count, hocclDataType_t datatype, int peer, hocclComm_t comm,
-                        hocclStream_t) {
-  return pointToPoint("hocclSend", Op::Kind::Send, sendbuff, nullptr, count, datatype, peer, comm);
+                        hocclStream_t stream) {
+  return pointToPoint("hocclSend", Op::Kind::Send, sendbuff, nullptr, count, datatype, peer, comm, stream);
 }
 
 hocclResult_t hocclRecv(void* recvbuff, size_t count, hocclDataType_t datatype, int peer, hocclComm_t comm,
-                        hocclStream_t) {
-  return pointToPoint("hocclRecv", Op::Kind::Recv, nullptr, recvbuff, count, datatype, peer, comm);
+                        hocclStream_t stream) {
+  return pointToPoint("hocclRecv", Op::Kind::Recv, nullptr, recvbuff, count, datatype, peer, comm, stream);
 }
 
 hocclResult_t hocclGroupStart(void) {

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "api/guard.h"
+#include "comm/proxy.h"
+#include "kernels/device/device.h"
 #include "comm/launcher_env.h"
 #include "base/log.h"
 
@@ -199,7 +201,12 @@ hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hocclComm_t* 
 
 hocclResult_t hocclCommFinalize(hocclComm_t comm) {
   return guarded("hocclCommFinalize", [&] {
-    liveComm(comm).bootstrap().barrier();
+    Communicator& c = liveComm(comm);
+    if (hoccl::Proxy* p = c.proxyIfAny()) {  // the stream-ordered operations complete first
+      p->drain();
+      p->throwIfFailed();
+    }
+    c.bootstrap().barrier();
     return hocclSuccess;
   });
 }
@@ -260,6 +267,9 @@ hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError
       c.asyncError.compare_exchange_strong(expected, hocclRemoteError);
       api::setLastError("hocclCommGetAsyncError: " + c.describe() + ": " + c.health().failure());
     }
+    if (hoccl::Proxy* p = c.proxyIfAny(); p && !p->failure().empty())
+      api::setLastError("hocclCommGetAsyncError: " + c.describe() +
+                        ": a stream-ordered operation failed: " + p->failure());
     *asyncError = static_cast<hocclResult_t>(c.asyncError.load());
     return hocclSuccess;
   });
@@ -277,7 +287,8 @@ hocclResult_t hocclCommCuDevice(const hocclComm_t comm, int* device) {
   return guarded("hocclCommCuDevice", [&] {
     if (!device) throwInvalidArgument("device is NULL");
     liveComm(comm, true);
-    *device = -1;  // host-only communicator
+    hoccl::device::Device* d = hoccl::device::current();
+    *device = d ? d->ordinal() : -1;
     return hocclSuccess;
   });
 }

@@ -7,7 +7,9 @@
 #include <cstring>
 #include <thread>
 
+#include "comm/proxy.h"
 #include "comm/topo_probe.h"
+#include "kernels/device/device.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/params.h"
@@ -90,7 +92,12 @@ Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::
   HOCCL_INFO(kInit, "{}: ready ({} hosts, {} switches)", describe(), topology_.nhosts, topology_.nswitches);
 }
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() { proxy_.reset(); }
+
+Proxy& Communicator::proxy() {
+  if (!proxy_) proxy_ = std::make_unique<Proxy>(*this, device::require("a stream-ordered operation"));
+  return *proxy_;
+}
 
 transport::Channel& Communicator::channel(int peer) {
   auto it = channels_.find(peer);

@@ -24,6 +24,7 @@
 namespace hoccl {
 
 using topo::ByteCounters;
+class Proxy;
 
 /// A communicator. Created by CommInitRank / CommSplit; one thread drives it at a time.
 class Communicator {
@@ -79,6 +80,10 @@ class Communicator {
   uint64_t nextSeq() { return collSeq_++; }
   /// The flight recorder of this communicator (flight_recorder.h).
   FlightRecorder& recorder() { return *recorder_; }
+  /// The proxy that runs the stream-ordered (device-buffer) operations, made on first use on the process's device.
+  Proxy& proxy();
+  /// The proxy if one was made, else null.
+  Proxy* proxyIfAny() const { return proxy_.get(); }
 
  private:
   int rank_;
@@ -101,6 +106,7 @@ class Communicator {
   ByteCounters counters_;
   uint64_t collSeq_ = 0;
   std::unique_ptr<FlightRecorder> recorder_;
+  std::unique_ptr<Proxy> proxy_;  // last: stopped first, while everything it uses still exists
 };
 
 /// Counts one running call in comm.inFlight for its lifetime, so that hocclCommAbort (another thread) can wait

@@ -1,11 +1,13 @@
 // Groups and enqueueing (see group.h).
 #include "comm/group.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "comm/call_check.h"
 #include "comm/flight_recorder.h"
 #include "comm/plan.h"
+#include "comm/proxy.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "algo/registry.h"
@@ -106,12 +108,12 @@ TraceEntry traceEntryOf(const Op& op, const char* algorithm) {
 
 // Starts op: gives a collective its sequence number (in call order per communicator, when it starts, so that a
 // discarded group takes none) and records it as running with what runs it (a new entry unless enqueued in a group).
-void start(Op& op, const char* algorithm, bool enqueued) {
+void start(Op& op, const char* algorithm) {
   Communicator& comm = *op.comm;
   const bool coll = op.kind == Op::Kind::Collective;
   if (coll) op.seq = comm.nextSeq();
   FlightRecorder& rec = comm.recorder();
-  if (enqueued) {
+  if (op.recorded) {
     rec.update(op.traceId, TraceState::Running, algorithm, coll ? static_cast<int64_t>(op.seq) : -1);
     return;
   }
@@ -122,12 +124,11 @@ void start(Op& op, const char* algorithm, bool enqueued) {
 
 // A single collective that the tuner gives to a transport's shortcut runs here, without planning or the executor;
 // false when op is not such a call.
-// `enqueued`: op was recorded in a group.
-bool runFastPath(Op& op, bool enqueued) {
+bool runFastPath(Op& op) {
   if (op.kind != Op::Kind::Collective) return false;
   const Resolved r = resolve(op);
   if (!r.decision->choice.shortcut) return false;
-  start(op, r.decision->choice.shortcut->name(), enqueued);
+  start(op, r.decision->choice.shortcut->name());
   recordingFailures(&op, 1, [&] {
     if (checkWanted(op)) checkCall(op);
     runShortcut(op, r);
@@ -135,9 +136,9 @@ bool runFastPath(Op& op, bool enqueued) {
   return true;
 }
 
-// Plans ops and runs them on the executor. `enqueued`: ops were recorded in a group.
-void execute(std::vector<Op>& ops, bool enqueued) {
-  for (Op& op : ops) start(op, op.kind == Op::Kind::Collective ? resolve(op).decision->choice.name() : "p2p", enqueued);
+// Plans ops and runs them on the executor.
+void execute(std::vector<Op> ops) {
+  for (Op& op : ops) start(op, op.kind == Op::Kind::Collective ? resolve(op).decision->choice.name() : "p2p");
   recordingFailures(ops.data(), ops.size(), [&] {
     std::vector<exec::Task> tasks = planTasks(ops);  // with the mismatch checks (comm/call_check.h) before calls
     exec::run(tasks);
@@ -146,17 +147,26 @@ void execute(std::vector<Op>& ops, bool enqueued) {
 
 }  // namespace
 
+void runOps(std::vector<Op> ops) {
+  if (ops.size() == 1 && runFastPath(ops[0])) return;
+  if (!ops.empty()) execute(ops);
+}
+
 void enqueue(const Op& in) {
   GroupState& s = state();
   if (s.depth > 0) {
     s.ops.push_back(in);
     s.ops.back().traceId = in.comm->recorder().record(traceEntryOf(in, nullptr), TraceState::Enqueued);
+    s.ops.back().recorded = true;
     return;
   }
   Op op = in;
-  if (runFastPath(op, false)) return;
-  std::vector<Op> one{op};
-  execute(one, false);
+  if (op.onDevice()) {
+    op.comm->proxy().submit({op});
+    return;
+  }
+  if (Proxy* p = op.comm->proxyIfAny()) p->drain();  // host calls run after the stream-ordered ones
+  if (!runFastPath(op)) execute(std::vector<Op>{op});
 }
 
 void groupStart() { ++state().depth; }
@@ -167,8 +177,31 @@ void groupEnd() {
   if (--s.depth > 0) return;
   std::vector<Op> ops;
   ops.swap(s.ops);
-  if (ops.size() == 1 && runFastPath(ops[0], true)) return;
-  if (!ops.empty()) execute(ops, true);
+  // Communicators with an op on device buffers hand all their ops to their proxies, in one launch each.
+  std::vector<Communicator*> onDevice;
+  for (const Op& op : ops)
+    if (op.onDevice() && std::find(onDevice.begin(), onDevice.end(), op.comm) == onDevice.end())
+      onDevice.push_back(op.comm);
+  if (!onDevice.empty()) {
+    std::vector<Op> host;
+    for (const Op& op : ops)
+      if (std::find(onDevice.begin(), onDevice.end(), op.comm) == onDevice.end()) host.push_back(op);
+    for (Communicator* c : onDevice) {
+      std::vector<Op> mine;
+      bool hostBuffers = false;
+      for (const Op& op : ops)
+        if (op.comm == c) {
+          mine.push_back(op);
+          hostBuffers |= !op.onDevice();
+        }
+      c->proxy().submit(std::move(mine));
+      if (hostBuffers) c->proxy().drain();
+    }
+    ops.swap(host);
+  }
+  for (const Op& op : ops)
+    if (Proxy* p = op.comm->proxyIfAny()) p->drain();
+  runOps(ops);
 }
 
 int groupDepth() { return state().depth; }

@@ -2,12 +2,17 @@
 /// Enqueueing and groups: every API operation becomes an Op; outside a group it runs at once, inside
 /// hocclGroupStart/End it waits for the outermost GroupEnd. Then each communicator's point-to-point operations run
 /// together as one step (so send/recv pairs never deadlock, whatever their order), followed by its collectives in
-/// call order; different communicators progress together.
+/// call order; different communicators progress together. Ops on device buffers are stream-ordered: a group's ops
+/// of one communicator go to its proxy together (comm/proxy.h) and GroupEnd returns without waiting for them, unless
+/// that communicator's part of the group also has host buffers (then GroupEnd waits for it).
 #pragma once
 
 #include <cstddef>
+#include <memory>
+#include <vector>
 
 #include "comm/communicator.h"
+#include "comm/redop.h"
 #include "hoccl/hoccl.h"
 #include "kernels/memory.h"
 #include "sched/schedule.h"
@@ -30,10 +35,20 @@ struct Op {
   kernels::MemoryKind recvKind = kernels::MemoryKind::Host;  ///< where recvbuf lives
   uint64_t seq = 0;      ///< a collective's sequence number on its communicator (set by enqueue)
   uint64_t traceId = 0;  ///< its entry in the communicator's flight recorder (set by enqueue)
+  bool recorded = false;  ///< already in the flight recorder (enqueued in a group): running updates that entry
+  /// A PreMulSum op's definition, captured at the call for stream-ordered ops (the handle may be destroyed as soon as
+  /// the call returns); null otherwise (looked up by handle when the op runs, still inside the call).
+  std::shared_ptr<const PreMulSumOp> premul;
+  void* stream = nullptr;  ///< the caller's stream (orders the op when its buffers are device memory)
+  /// True for an op on device buffers: it is stream-ordered and runs on the communicator's proxy (comm/proxy.h).
+  bool onDevice() const { return sendKind == kernels::MemoryKind::Device || recvKind == kernels::MemoryKind::Device; }
 };
 
-/// Runs op now, or records it when a group is open on this thread.
+/// Runs op now (host buffers) or hands it to its communicator's proxy (device buffers: stream-ordered), or records
+/// it when a group is open on this thread.
 void enqueue(const Op& op);
+/// Runs ops of host or device memory on the calling thread until they are done (the proxy's part of enqueue).
+void runOps(std::vector<Op> ops);
 /// Opens a (possibly nested) group on this thread.
 void groupStart();
 /// Closes a group; the outermost close runs everything recorded. On error, the remaining ops are dropped.

@@ -31,7 +31,7 @@ Planned planCollective(const Op& op, const Resolved& r) {
   Communicator& comm = *op.comm;
   const size_t elem = r.elemSize;
   const sched::CollArgs& args = r.args;
-  auto premul = findPreMulSum(op.op);
+  auto premul = op.premul ? std::optional<PreMulSumOp>(*op.premul) : findPreMulSum(op.op);
   const Communicator::Decision& choice = *r.decision;
   Planned p;
   p.task.comm = &comm;

@@ -2,7 +2,10 @@
 // processes over shm or tcp, checked element by element against a double-precision reference. Then grouped
 // send/recv (ring and all-to-all patterns in shuffled call order) and CommSplit.
 //
-// Usage: mp_collectives --ranks N --transport shm|tcp [--large]
+// With --device (and HOCCL_DEVICE=sim) every buffer of the matrix is device memory and every call is stream-ordered on
+// a stream of this rank: the results are read after hocclStreamSynchronize. tests/mp/mp_device.cc checks the ordering.
+//
+// Usage: mp_collectives --ranks N --transport shm|tcp [--large] [--device]
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -26,19 +29,22 @@ const Coll kColls[] = {Coll::AllReduce,     Coll::Broadcast, Coll::Reduce, Coll:
                        Coll::ReduceScatter, Coll::AlltoAll,  Coll::Gather, Coll::Scatter};
 const hocclRedOp_t kOps[] = {hocclSum, hocclProd, hocclMax, hocclMin, hocclAvg, static_cast<hocclRedOp_t>(-1)};
 
+bool gDevice = false;             // --device: device buffers, stream-ordered calls
+hocclStream_t gStream = nullptr;  // this rank's stream in device mode
+
 bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter; }
 
 hocclResult_t call(Coll c, const void* s, void* r, size_t count, hocclDataType_t dt, hocclRedOp_t op, int root,
                    hocclComm_t comm) {
   switch (c) {
-    case Coll::AllReduce: return hocclAllReduce(s, r, count, dt, op, comm, nullptr);
-    case Coll::Broadcast: return hocclBroadcast(s, r, count, dt, root, comm, nullptr);
-    case Coll::Reduce: return hocclReduce(s, r, count, dt, op, root, comm, nullptr);
-    case Coll::AllGather: return hocclAllGather(s, r, count, dt, comm, nullptr);
-    case Coll::ReduceScatter: return hocclReduceScatter(s, r, count, dt, op, comm, nullptr);
-    case Coll::AlltoAll: return hocclAlltoAll(s, r, count, dt, comm, nullptr);
-    case Coll::Gather: return hocclGather(s, r, count, dt, root, comm, nullptr);
-    case Coll::Scatter: return hocclScatter(s, r, count, dt, root, comm, nullptr);
+    case Coll::AllReduce: return hocclAllReduce(s, r, count, dt, op, comm, gStream);
+    case Coll::Broadcast: return hocclBroadcast(s, r, count, dt, root, comm, gStream);
+    case Coll::Reduce: return hocclReduce(s, r, count, dt, op, root, comm, gStream);
+    case Coll::AllGather: return hocclAllGather(s, r, count, dt, comm, gStream);
+    case Coll::ReduceScatter: return hocclReduceScatter(s, r, count, dt, op, comm, gStream);
+    case Coll::AlltoAll: return hocclAlltoAll(s, r, count, dt, comm, gStream);
+    case Coll::Gather: return hocclGather(s, r, count, dt, root, comm, gStream);
+    case Coll::Scatter: return hocclScatter(s, r, count, dt, root, comm, gStream);
   }
   return hocclInternalError;
 }
@@ -135,8 +141,34 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
     send = buf1.data();
     recv = buf2.data();
   }
-  hocclResult_t rc = call(c, send, recv, count, dt, realOp, root, comm);
+  // Device mode: the same layout in device memory (guard bytes included), read back after the stream has run.
+  void* dev1 = nullptr;
+  void* dev2 = nullptr;
+  if (gDevice) {
+    MP_CHECK(rank, hocclDeviceMalloc(&dev1, buf1.size()));
+    MP_CHECK(rank, hocclDeviceMalloc(&dev2, buf2.size()));
+    MP_CHECK(rank, hocclDeviceMemcpy(dev1, buf1.data(), buf1.size()));
+    MP_CHECK(rank, hocclDeviceMemcpy(dev2, buf2.data(), buf2.size()));
+  }
+  auto onDev = [&](const void* p) -> void* {
+    if (!gDevice) return const_cast<void*>(p);
+    const char* c = static_cast<const char*>(p);
+    if (c >= buf1.data() && c <= buf1.data() + buf1.size()) return static_cast<char*>(dev1) + (c - buf1.data());
+    return static_cast<char*>(dev2) + (c - buf2.data());
+  };
+  // The op is destroyed as soon as the call returns (allowed), before a stream-ordered call has run.
+  hocclResult_t rc = call(c, onDev(send), onDev(recv), count, dt, realOp, root, comm);
   if (op < 0) hocclRedOpDestroy(realOp, comm);
+  if (gDevice) {
+    if (rc == hocclSuccess) rc = hocclStreamSynchronize(gStream);
+    hocclResult_t async = hocclSuccess;
+    if (rc == hocclSuccess) rc = hocclCommGetAsyncError(comm, &async);
+    if (rc == hocclSuccess) rc = async;
+    hocclDeviceMemcpy(buf1.data(), dev1, buf1.size());
+    hocclDeviceMemcpy(buf2.data(), dev2, buf2.size());
+    hocclDeviceFree(dev1);
+    hocclDeviceFree(dev2);
+  }
   std::string what = std::string(sched::collName(c)) + " count=" + std::to_string(count) +
                      " type=" + kernels::typeName(dt) + " op=" + (op < 0 ? "premulsum" : std::to_string(op)) +
                      " root=" + std::to_string(root) + (inPlace ? " in-place" : " out-of-place");
@@ -314,6 +346,7 @@ int main(int argc, char** argv) {
     if (a == "--ranks" && i + 1 < argc) nranks = std::atoi(argv[++i]);
     else if (a == "--transport" && i + 1 < argc) transport = argv[++i];
     else if (a == "--large") large = true;
+    else if (a == "--device") gDevice = true;
   }
   if (transport == "tcp") setenv("HOCCL_SHM_DISABLE", "1", 1);
   else unsetenv("HOCCL_SHM_DISABLE");
@@ -322,8 +355,15 @@ int main(int argc, char** argv) {
       [&](int rank, int n, const hocclUniqueId& id) {
     hocclComm_t comm;
     MP_CHECK(rank, hocclCommInitRank(&comm, n, id, rank));
+    if (gDevice) MP_CHECK(rank, hocclStreamCreate(&gStream));
     int bad = collectivesMatrix(comm, rank, n, large);
     if (bad) return fail(rank, std::to_string(bad) + " wrong elements in the collectives matrix");
+    if (gDevice) {  // the host-buffer parts below are the host tests' business
+      MP_CHECK(rank, hocclStreamDestroy(gStream));
+      MP_CHECK(rank, hocclCommFinalize(comm));
+      MP_CHECK(rank, hocclCommDestroy(comm));
+      return 0;
+    }
     if (int e = groupedP2P(comm, rank, n)) return e;
     if (int e = groupedAndUngrouped(comm, rank, n)) return e;
     if (int e = split(comm, rank, n)) return e;
@@ -332,6 +372,7 @@ int main(int argc, char** argv) {
     return 0;
       },
       600);
-  std::printf("mp_collectives: %d ranks over %s: %s\n", nranks, transport.c_str(), rc == 0 ? "PASS" : "FAIL");
+  std::printf("mp_collectives: %d ranks over %s%s: %s\n", nranks, transport.c_str(),
+              gDevice ? " with device buffers" : "", rc == 0 ? "PASS" : "FAIL");
   return rc;
 }

@@ -1,0 +1,270 @@
+/*
+ * The CUDA device (cuda_device.h). Memory, streams, events, host functions, flag waits (cuStreamWaitValue32 on a
+ * word of pinned, device-mapped host memory) and IPC handles are driver calls on the device's primary context;
+ * copies are cuMemcpyAsync; reductions, scaling and division launch the kernels of kernels/cuda/reduce_kernels.cu,
+ * which live in the libhoccl-cuda plugin (built with nvcc and the static CUDA runtime) that this file dlopens next
+ * to libhoccl on first use. Every failure names the driver call, its CUresult text and the device.
+ */
+#include "kernels/device/cuda_device.h"
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "kernels/cpu/reduce.h"
+#include "kernels/cuda/cuda_driver.h"
+
+namespace hoccl::device {
+namespace {
+
+constexpr unsigned kHostAllocDeviceMap = 0x02;  // CU_MEMHOSTALLOC_DEVICEMAP
+constexpr unsigned kHostAllocPortable = 0x01;   // CU_MEMHOSTALLOC_PORTABLE
+constexpr unsigned kWaitValueGeq = 0x0;         // CU_STREAM_WAIT_VALUE_GEQ
+constexpr unsigned kEventDisableTiming = 0x2;   // CU_EVENT_DISABLE_TIMING
+constexpr unsigned kStreamNonBlocking = 0x1;    // CU_STREAM_NON_BLOCKING
+constexpr unsigned kIpcLazyPeerAccess = 0x1;    // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+constexpr int kNotReady = 600;                  // CUDA_ERROR_NOT_READY
+
+// The plugin's launchers (kernels/cuda/reduce_cuda.h).
+struct Kernels {
+  int (*reduce)(void*, const void*, const void*, size_t, hocclDataType_t, kernels::BinOp, hocclStream_t) = nullptr;
+  int (*scale)(void*, const void*, size_t, hocclDataType_t, const void*, hocclStream_t) = nullptr;
+  int (*divide)(void*, size_t, hocclDataType_t, int, hocclStream_t) = nullptr;
+  std::string error;  // why they are missing
+};
+
+// Where libhoccl is, so the plugin is looked for next to it first.
+std::string pluginPath() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&pluginPath), &info) && info.dli_fname) {
+    std::string self = info.dli_fname;
+    const size_t slash = self.rfind('/');
+    if (slash != std::string::npos) return self.substr(0, slash + 1) + "libhoccl-cuda.so";
+  }
+  return "libhoccl-cuda.so";
+}
+
+const Kernels& kernelsPlugin() {
+  static const Kernels k = [] {
+    Kernels x;
+    const std::string path = pluginPath();
+    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) lib = dlopen("libhoccl-cuda.so", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      const char* e = dlerror();
+      x.error = fmt::format(
+          "cannot load the CUDA kernels plugin libhoccl-cuda.so ({}); build hoccl with nvcc "
+          "(meson option cuda) and install the plugin next to libhoccl",
+          e ? e : "not found");
+      return x;
+    }
+    x.reduce = reinterpret_cast<decltype(x.reduce)>(dlsym(lib, "hocclCudaReduce"));
+    x.scale = reinterpret_cast<decltype(x.scale)>(dlsym(lib, "hocclCudaScale"));
+    x.divide = reinterpret_cast<decltype(x.divide)>(dlsym(lib, "hocclCudaDivide"));
+    if (!x.reduce || !x.scale || !x.divide) x.error = "libhoccl-cuda.so lacks hocclCudaReduce/Scale/Divide";
+    return x;
+  }();
+  return k;
+}
+
+class CudaDevice final : public Device {
+ public:
+  CudaDevice(const cuda::DriverApi& api, int ordinal, void* ctx, std::string name)
+      : api_(api), ordinal_(ordinal), ctx_(ctx), name_(std::move(name)) {}
+
+  std::string name() const override { return fmt::format("CUDA device {} ({})", ordinal_, name_); }
+  bool simulated() const override { return false; }
+  int ordinal() const override { return ordinal_; }
+  bool hostAccessible() const override { return false; }
+
+  void* malloc(size_t bytes) override {
+    bind();
+    unsigned long long p = 0;
+    check(api_.memAlloc(&p, bytes == 0 ? 1 : bytes), fmt::format("cuMemAlloc of {} bytes", bytes));
+    return reinterpret_cast<void*>(p);
+  }
+  void free(void* ptr) override {
+    if (!ptr) return;
+    bind();
+    check(api_.memFree(addr(ptr)), fmt::format("cuMemFree of {}", ptr));
+  }
+  bool owns(const void* ptr) const override {
+    const cuda::PtrKind k = cuda::classify(ptr);
+    return k == cuda::PtrKind::Device;
+  }
+  void memcpy(void* dst, const void* src, size_t bytes) override {
+    bind();
+    if (bytes) check(api_.memcpy(addr(dst), addr(src), bytes), "cuMemcpy");
+  }
+
+  Stream createStream() override {
+    bind();
+    void* s = nullptr;
+    check(api_.streamCreate(&s, kStreamNonBlocking), "cuStreamCreate");
+    return s;
+  }
+  void destroyStream(Stream stream) override {
+    bind();
+    check(api_.streamDestroy(stream), "cuStreamDestroy");
+  }
+  // The driver may crash on a handle that is not a stream, so none is refused here.
+  bool validStream(Stream) const override { return true; }
+  void synchronize(Stream stream) override {
+    bind();
+    check(api_.streamSynchronize(stream), "cuStreamSynchronize");
+  }
+
+  Event createEvent() override {
+    bind();
+    void* e = nullptr;
+    check(api_.eventCreate(&e, kEventDisableTiming), "cuEventCreate");
+    return e;
+  }
+  void destroyEvent(Event event) override {
+    bind();
+    check(api_.eventDestroy(event), "cuEventDestroy");
+  }
+  void record(Event event, Stream stream) override {
+    bind();
+    check(api_.eventRecord(event, stream), "cuEventRecord");
+  }
+  bool query(Event event) override {
+    bind();
+    const int r = api_.eventQuery(event);
+    if (r == kNotReady) return false;
+    check(r, "cuEventQuery");
+    return true;
+  }
+  void streamWaitEvent(Stream stream, Event event) override {
+    bind();
+    check(api_.streamWaitEvent(stream, event, 0), "cuStreamWaitEvent");
+  }
+
+  void launchHostFunc(Stream stream, std::function<void()> fn) override {
+    bind();
+    auto* heap = new std::function<void()>(std::move(fn));
+    const int r = api_.launchHostFunc(
+        stream,
+        [](void* p) {
+      std::unique_ptr<std::function<void()>> f(static_cast<std::function<void()>*>(p));
+      (*f)();
+        },
+        heap);
+    if (r != 0) delete heap;
+    check(r, "cuLaunchHostFunc");
+  }
+  void streamWaitFlag(Stream stream, const uint32_t* flag, uint32_t value) override {
+    bind();
+    unsigned long long dev = 0;
+    check(api_.memHostGetDevicePointer(&dev, const_cast<uint32_t*>(flag), 0), "cuMemHostGetDevicePointer");
+    check(api_.streamWaitValue32(stream, dev, value, kWaitValueGeq), "cuStreamWaitValue32");
+  }
+  uint32_t* allocFlag() override {
+    bind();
+    void* p = nullptr;
+    check(api_.memHostAlloc(&p, sizeof(uint32_t), kHostAllocDeviceMap | kHostAllocPortable), "cuMemHostAlloc");
+    *static_cast<uint32_t*>(p) = 0;
+    return static_cast<uint32_t*>(p);
+  }
+  void freeFlag(uint32_t* flag) override {
+    bind();
+    check(api_.memFreeHost(flag), "cuMemFreeHost");
+  }
+
+  void launchCopy(Stream stream, void* dst, const void* src, size_t bytes) override {
+    bind();
+    if (bytes) check(api_.memcpyAsync(addr(dst), addr(src), bytes, stream), "cuMemcpyAsync");
+  }
+  void launchReduce(Stream stream, void* dst, const void* a, const void* b, size_t n, hocclDataType_t dt,
+                    kernels::BinOp op) override {
+    bind();
+    checkLaunch(plugin().reduce(dst, a, b, n, dt, op, static_cast<hocclStream_t>(stream)), "the reduce kernel");
+  }
+  void launchScale(Stream stream, void* dst, const void* src, size_t n, hocclDataType_t dt,
+                   const void* scalar) override {
+    bind();
+    checkLaunch(plugin().scale(dst, src, n, dt, scalar, static_cast<hocclStream_t>(stream)), "the scale kernel");
+  }
+  void launchDivide(Stream stream, void* data, size_t n, hocclDataType_t dt, int divisor) override {
+    bind();
+    checkLaunch(plugin().divide(data, n, dt, divisor, static_cast<hocclStream_t>(stream)), "the divide kernel");
+  }
+
+  IpcHandle exportHandle(const void* ptr) override {
+    bind();
+    unsigned long long base = 0;
+    size_t size = 0;
+    check(api_.memGetAddressRange(&base, &size, addr(ptr)), "cuMemGetAddressRange");
+    cuda::CuIpcMemHandle h{};
+    check(api_.ipcGetMemHandle(&h, base), "cuIpcGetMemHandle");
+    IpcHandle out;
+    static_assert(sizeof out.bytes == sizeof h.reserved, "IPC handle size");
+    std::memcpy(out.bytes, h.reserved, sizeof h.reserved);
+    out.size = size;
+    out.offset = addr(ptr) - base;
+    return out;
+  }
+  void* importHandle(const IpcHandle& handle) override {
+    bind();
+    cuda::CuIpcMemHandle h{};
+    std::memcpy(h.reserved, handle.bytes, sizeof h.reserved);
+    unsigned long long p = 0;
+    check(api_.ipcOpenMemHandle(&p, h, kIpcLazyPeerAccess), "cuIpcOpenMemHandle");
+    return reinterpret_cast<char*>(p) + handle.offset;
+  }
+  void closeHandle(void* ptr) override {
+    bind();
+    unsigned long long base = 0;
+    size_t size = 0;
+    check(api_.memGetAddressRange(&base, &size, addr(ptr)), "cuMemGetAddressRange");
+    check(api_.ipcCloseMemHandle(base), "cuIpcCloseMemHandle");
+  }
+
+ private:
+  static unsigned long long addr(const void* p) { return reinterpret_cast<unsigned long long>(p); }
+  // Makes the primary context current on the calling thread (cheap when it already is).
+  void bind() const { api_.ctxSetCurrent(ctx_); }
+  void check(int result, const std::string& what) const {
+    if (result != 0)
+      throw Error(hocclUnhandledCudaError,
+                  fmt::format("{}: {} failed: {}", name(), what, cuda::driverErrorText(result)));
+  }
+  void checkLaunch(int cudaError, const char* what) const {
+    if (cudaError != 0)
+      throw Error(hocclUnhandledCudaError,
+                  fmt::format("{}: launching {} failed (cudaError {})", name(), what, cudaError));
+  }
+  const Kernels& plugin() const {
+    const Kernels& k = kernelsPlugin();
+    if (!k.error.empty()) throw Error(hocclUnhandledCudaError, name() + ": " + k.error);
+    return k;
+  }
+
+  const cuda::DriverApi& api_;
+  int ordinal_;
+  void* ctx_;
+  std::string name_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> makeCudaDevice(int ordinal) {
+  const cuda::DriverApi* api = cuda::driverApi();
+  if (!api || !api->init || !api->deviceGet || !api->primaryCtxRetain || !api->ctxSetCurrent || !api->memAlloc ||
+      !api->streamCreate || !api->eventCreate || !api->streamWaitValue32 || !api->launchHostFunc)
+    return nullptr;
+  if (api->init(0) != 0 || ordinal >= cuda::deviceCount()) return nullptr;
+  int dev = 0;
+  void* ctx = nullptr;
+  if (api->deviceGet(&dev, ordinal) != 0 || api->primaryCtxRetain(&ctx, dev) != 0) return nullptr;
+  char name[256] = "unknown";
+  if (api->deviceGetName) api->deviceGetName(name, sizeof name, dev);
+  return std::make_unique<CudaDevice>(*api, ordinal, ctx, name);
+}
+
+}  // namespace hoccl::device

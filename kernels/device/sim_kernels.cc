@@ -1,0 +1,94 @@
+// The simulated device's kernels (sim_kernels.h): each launch walks every thread of the CUDA grid in order.
+#include "kernels/device/sim_kernels.h"
+
+#include <cstring>
+
+#include "base/error.h"
+#include "kernels/device/elementwise.h"
+#include "kernels/reduce_ops.h"
+
+namespace hoccl::kernels::sim {
+namespace {
+
+namespace ew = elementwise;
+
+// Runs body(t, T) for every thread t of the launch over n elements.
+template <class Body>
+void grid(size_t n, Body&& body) {
+  const size_t threads = size_t(ew::blocksFor(n)) * ew::kThreads;
+  for (size_t t = 0; t < threads; ++t) body(t, threads);
+}
+
+template <class Fn>
+void withType(hocclDataType_t dt, Fn&& fn) {
+  switch (dt) {
+    case hocclInt8: return fn(int8_t());
+    case hocclUint8: return fn(uint8_t());
+    case hocclInt32: return fn(int32_t());
+    case hocclUint32: return fn(uint32_t());
+    case hocclInt64: return fn(int64_t());
+    case hocclUint64: return fn(uint64_t());
+    case hocclFloat16: return fn(half_t());
+    case hocclFloat32: return fn(float());
+    case hocclFloat64: return fn(double());
+    case hocclBfloat16: return fn(bf16_t());
+    case hocclFloat8e4m3: return fn(fp8e4m3_t());
+    case hocclFloat8e5m2: return fn(fp8e5m2_t());
+    default: break;
+  }
+  throwInvalidArgument("simulated device kernel: datatype " + std::to_string(int(dt)) + " is not a hocclDataType_t");
+}
+
+template <typename T, typename Op>
+void binary(void* dst, const void* a, const void* b, size_t n) {
+  const ew::Split s = ew::split(dst, a, b, n, sizeof(T));
+  grid(n, [&](size_t t, size_t T_) {
+    ew::binaryThread(static_cast<T*>(dst), static_cast<const T*>(a), static_cast<const T*>(b), s, Op(), t, T_);
+  });
+}
+
+template <typename T, typename F>
+void unary(void* dst, const void* src, size_t n, const F& f) {
+  const ew::Split s = ew::split(dst, src, nullptr, n, sizeof(T));
+  grid(n, [&](size_t t, size_t T_) { ew::unaryThread(static_cast<T*>(dst), static_cast<const T*>(src), s, f, t, T_); });
+}
+
+}  // namespace
+
+void copy(void* dst, const void* src, size_t bytes) {
+  if (bytes) unary<uint8_t>(dst, src, bytes, ew::Identity<uint8_t>());
+}
+
+void reduce(void* dst, const void* a, const void* b, size_t n, hocclDataType_t dt, BinOp op) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    if (n == 0) return;
+    switch (op) {
+      case BinOp::Sum: return binary<T, FuncSum<T>>(dst, a, b, n);
+      case BinOp::Prod: return binary<T, FuncProd<T>>(dst, a, b, n);
+      case BinOp::Max: return binary<T, FuncMax<T>>(dst, a, b, n);
+      case BinOp::Min: return binary<T, FuncMin<T>>(dst, a, b, n);
+    }
+  });
+}
+
+void scale(void* dst, const void* src, size_t n, hocclDataType_t dt, const void* scalar) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    if (n == 0) return;
+    ew::ScaleBy<T, FuncProd<T>> f;
+    std::memcpy(&f.scalar, scalar, sizeof(T));
+    unary<T>(dst, src, n, f);
+  });
+}
+
+void divide(void* data, size_t n, hocclDataType_t dt, int divisor) {
+  if (divisor < 1) throwInvalidArgument("simulated device kernel: divisor " + std::to_string(divisor) + " < 1");
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    if (n == 0) return;
+    unary<T>(data, data, n, FuncDivide<T>(divisor));
+  });
+}
+
+}  // namespace hoccl::kernels::sim

@@ -1,0 +1,157 @@
+// The device path on the simulated device (HOCCL_DEVICE=sim), on N processes: stream ordering (work queued on the
+// caller's stream before a collective is seen by it, work queued after waits for it, and the call returns before
+// either has run), groups of device calls, grouped send/recv on device buffers, refusal of mixed host/device buffers
+// and of an invalid stream, and a failure of a stream-ordered call reported through hocclCommGetAsyncError and the
+// next call without leaving the stream waiting.
+//
+// Usage: mp_device --ranks N
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+#include "kernels/device/device.h"
+
+using namespace hoccl::test;
+
+namespace {
+
+bool has(const char* text, const char* part) { return std::strstr(text, part) != nullptr; }
+
+int ordering(hocclComm_t comm, int rank, int n) {
+  hoccl::device::Device* dev = hoccl::device::current();
+  if (!dev || !dev->simulated()) return fail(rank, "HOCCL_DEVICE=sim did not give the simulated device");
+  const size_t count = 100003;
+  float *in = nullptr, *out = nullptr;
+  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&in), count * sizeof(float)));
+  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&out), count * sizeof(float)));
+  hocclStream_t s = nullptr;
+  MP_CHECK(rank, hocclStreamCreate(&s));
+  // Earlier work on the stream: after a pause, writes the input (the simulated device's memory is host-mapped).
+  std::atomic<bool> written{false};
+  dev->launchHostFunc(s, [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    for (size_t i = 0; i < count; ++i) in[i] = float(rank + 1) + float(i % 7);
+    written = true;
+  });
+  MP_CHECK(rank, hocclAllReduce(in, out, count, hocclFloat, hocclSum, comm, s));
+  if (written.load()) return fail(rank, "hocclAllReduce on device buffers waited for the stream's earlier work");
+  // Later work: reads the result.
+  std::vector<float> seen(count, -1.0f);
+  dev->launchHostFunc(s, [&] { std::memcpy(seen.data(), out, count * sizeof(float)); });
+  MP_CHECK(rank, hocclStreamSynchronize(s));
+  const float base = float(n) * float(n + 1) / 2;
+  for (size_t i = 0; i < count; ++i)
+    if (seen[i] != base + float(n) * float(i % 7))
+      return fail(rank, "stream order: element " + std::to_string(i) + " seen by the later work is " +
+                            std::to_string(seen[i]) + ", expected " + std::to_string(base + float(n) * float(i % 7)));
+  // A group of two device all-reduces and a broadcast, launched together.
+  double *a = nullptr, *b = nullptr;
+  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&a), 777 * sizeof(double)));
+  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&b), 777 * sizeof(double)));
+  std::vector<double> ha(777, rank + 0.5), hb(777, rank == 1 % n ? 42.0 : -1.0);
+  MP_CHECK(rank, hocclDeviceMemcpy(a, ha.data(), 777 * sizeof(double)));
+  MP_CHECK(rank, hocclDeviceMemcpy(b, hb.data(), 777 * sizeof(double)));
+  MP_CHECK(rank, hocclGroupStart());
+  MP_CHECK(rank, hocclAllReduce(a, a, 777, hocclDouble, hocclMax, comm, s));
+  MP_CHECK(rank, hocclBroadcast(b, b, 777, hocclDouble, 1 % n, comm, s));
+  MP_CHECK(rank, hocclAllReduce(a, a, 5, hocclDouble, hocclSum, comm, s));
+  MP_CHECK(rank, hocclGroupEnd());
+  MP_CHECK(rank, hocclStreamSynchronize(s));
+  MP_CHECK(rank, hocclDeviceMemcpy(ha.data(), a, 777 * sizeof(double)));
+  MP_CHECK(rank, hocclDeviceMemcpy(hb.data(), b, 777 * sizeof(double)));
+  if (ha[0] != n * (n - 0.5) || ha[776] != n - 0.5 || hb[500] != 42.0)
+    return fail(rank, "grouped device calls: wrong results " + std::to_string(ha[0]) + " " + std::to_string(ha[776]) +
+                          " " + std::to_string(hb[500]));
+  // Grouped send/recv around the ring, in place on device buffers.
+  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  std::vector<int> ring(4099, rank);
+  int* d = nullptr;
+  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&d), ring.size() * sizeof(int)));
+  MP_CHECK(rank, hocclDeviceMemcpy(d, ring.data(), ring.size() * sizeof(int)));
+  MP_CHECK(rank, hocclGroupStart());
+  MP_CHECK(rank, hocclRecv(d, ring.size(), hocclInt32, prev, comm, s));
+  MP_CHECK(rank, hocclSend(d, ring.size(), hocclInt32, next, comm, s));
+  MP_CHECK(rank, hocclGroupEnd());
+  MP_CHECK(rank, hocclStreamSynchronize(s));
+  MP_CHECK(rank, hocclDeviceMemcpy(ring.data(), d, ring.size() * sizeof(int)));
+  if (ring[0] != prev || ring[4098] != prev) return fail(rank, "device send/recv: wrong data");
+  // Host calls after stream-ordered ones see their results (they run after them).
+  MP_CHECK(rank, hocclAllReduce(in, out, count, hocclFloat, hocclMin, comm, s));
+  double host = rank, hostSum = 0;
+  MP_CHECK(rank, hocclAllReduce(&host, &hostSum, 1, hocclDouble, hocclSum, comm, nullptr));
+  if (hostSum != n * (n - 1) / 2.0) return fail(rank, "host all-reduce after a device one is wrong");
+  MP_CHECK(rank, hocclStreamSynchronize(s));
+
+  // Bad input: nothing is enqueued.
+  std::vector<float> hostBuf(16);
+  hocclResult_t rc = hocclAllReduce(hostBuf.data(), out, 16, hocclFloat, hocclSum, comm, s);
+  if (rc != hocclInvalidArgument || !has(hocclGetLastError(nullptr), "recvbuff") ||
+      !has(hocclGetLastError(nullptr), "device memory"))
+    return fail(rank, std::string("mixed host/device buffers were not refused naming the buffer: ") +
+                          hocclGetLastError(nullptr));
+  rc = hocclAllReduce(hostBuf.data(), hostBuf.data(), 16, hocclFloat, hocclSum, comm,
+                      reinterpret_cast<hocclStream_t>(uintptr_t(1)));
+  if (rc != hocclInvalidArgument || !has(hocclGetLastError(nullptr), "not a live stream"))
+    return fail(rank, std::string("stream 0x1 was not refused: ") + hocclGetLastError(nullptr));
+  int cuDev = -2;
+  MP_CHECK(rank, hocclCommCuDevice(comm, &cuDev));
+  if (cuDev != 0) return fail(rank, "hocclCommCuDevice gave " + std::to_string(cuDev) + " on the simulated device");
+
+  MP_CHECK(rank, hocclDeviceFree(d));
+  MP_CHECK(rank, hocclDeviceFree(a));
+  MP_CHECK(rank, hocclDeviceFree(b));
+  MP_CHECK(rank, hocclDeviceFree(in));
+  MP_CHECK(rank, hocclDeviceFree(out));
+  MP_CHECK(rank, hocclStreamDestroy(s));
+  return 0;
+}
+
+// Rank 0 reduces 1000 elements, the others 3000: the mismatch fails on the proxy; the stream is released, the
+// failure is the communicator's async error and the next call's error.
+int failure(hocclComm_t comm, int rank) {
+  float* buf = nullptr;
+  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&buf), 3000 * sizeof(float)));
+  hocclStream_t s = nullptr;
+  MP_CHECK(rank, hocclStreamCreate(&s));
+  MP_CHECK(rank, hocclAllReduce(buf, buf, rank == 0 ? 1000 : 3000, hocclFloat, hocclSum, comm, s));
+  MP_CHECK(rank, hocclStreamSynchronize(s));  // released, not hung
+  hocclResult_t async = hocclSuccess;
+  MP_CHECK(rank, hocclCommGetAsyncError(comm, &async));
+  if (async == hocclSuccess || async == hocclInProgress)
+    return fail(rank, "a failed stream-ordered all-reduce left no async error");
+  hocclResult_t rc = hocclAllReduce(buf, buf, 10, hocclFloat, hocclSum, comm, s);
+  if (rc == hocclSuccess) return fail(rank, "the call after a failed stream-ordered one succeeded");
+  MP_CHECK(rank, hocclDeviceFree(buf));
+  MP_CHECK(rank, hocclStreamDestroy(s));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int nranks = 2;
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--ranks" && i + 1 < argc) nranks = std::atoi(argv[++i]);
+  setenv("HOCCL_DEVICE", "sim", 1);
+  int rc = runRanks(
+      nranks,
+      [&](int rank, int n, const hocclUniqueId& id) {
+    hocclComm_t comm;
+    MP_CHECK(rank, hocclCommInitRank(&comm, n, id, rank));
+    if (int e = ordering(comm, rank, n)) return e;
+    if (n > 1)
+      if (int e = failure(comm, rank)) return e;
+    hocclCommAbort(comm);
+    return 0;
+      },
+      120);
+  std::printf("mp_device: %d ranks: %s\n", nranks, rc == 0 ? "PASS" : "FAIL");
+  return rc;
+}

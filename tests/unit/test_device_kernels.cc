@@ -1,0 +1,157 @@
+// The simulated device's kernels (kernels/device/sim_kernels.h) against a double-precision reference, for every type
+// and op, with heads and tails of every misalignment (operands equally and differently misaligned, so both the packed
+// and the all-scalar split run), in place and out of place; the split itself (kernels/device/elementwise.h); and the
+// simulated device's streams, events and IPC mapping.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu/reduce.h"
+#include "kernels/device/elementwise.h"
+#include "kernels/device/sim_device.h"
+#include "kernels/device/sim_kernels.h"
+
+using namespace hoccl;
+using namespace hoccl::kernels;
+
+namespace {
+
+double refOp(double a, double b, BinOp op) {
+  switch (op) {
+    case BinOp::Sum: return a + b;
+    case BinOp::Prod: return a * b;
+    case BinOp::Max: return a > b ? a : b;
+    case BinOp::Min: return a < b ? a : b;
+  }
+  return 0;
+}
+
+// Values exactly representable in every type (fp8 e4m3 included), whose sums and products are too.
+double valueAt(size_t i, int salt, hocclDataType_t dt) {
+  const bool isUnsigned = dt == hocclUint8 || dt == hocclUint32 || dt == hocclUint64;
+  const double v = double(int((i * 7 + salt * 3) % 9) - (isUnsigned ? 0 : 4));
+  const bool isFloat = dt == hocclFloat16 || dt == hocclFloat32 || dt == hocclFloat64 || dt == hocclBfloat16;
+  return dt == hocclFloat8e4m3 || dt == hocclFloat8e5m2 ? v * 0.5 : isFloat ? v * 0.25 : v;
+}
+
+}  // namespace
+
+TEST_CASE("elementwise split covers every element once") {
+  for (size_t elem : {1, 2, 4, 8})
+    for (size_t n : {0, 1, 5, 16, 17, 1000})
+      for (uintptr_t mis : {0, 1, 2, 4, 8, 12})
+        for (uintptr_t misB : {mis, uintptr_t(0)}) {
+          if (mis % elem || misB % elem) continue;
+          alignas(16) static char base[1];
+          const char* dst = reinterpret_cast<const char*>(uintptr_t(4096) + mis);
+          const char* b = reinterpret_cast<const char*>(uintptr_t(8192) + misB);
+          (void)base;
+          const elementwise::Split s = elementwise::split(dst, dst, b, n, elem);
+          const size_t per = elementwise::kPackBytes / elem;
+          CHECK(s.head + s.packs * per <= n);
+          if (mis != misB) CHECK(s.packs == 0);
+          if (s.packs) CHECK((uintptr_t(dst) + s.head * elem) % 16 == 0);
+        }
+}
+
+TEST_CASE("sim reduce, scale and divide match a double reference with unaligned heads and tails") {
+  for (int t = 0; t < hocclNumTypes; ++t) {
+    const auto dt = static_cast<hocclDataType_t>(t);
+    const size_t e = typeSize(dt);
+    for (size_t n : {0, 1, 3, 17, 1029, 70001})
+      for (size_t offA : {0, 1, 3})
+        for (size_t offB : {0, 1}) {
+          std::vector<char> A((n + 20) * e), B((n + 20) * e), D((n + 20) * e, 0x5a);
+          char* a = A.data() + 16 + offA * e;
+          char* b = B.data() + 16 + offB * e;
+          char* d = D.data() + 16 + offA * e;
+          for (size_t i = 0; i < n; ++i) {
+            fromDouble(valueAt(i, 1, dt), a + i * e, dt);
+            fromDouble(valueAt(i, 2, dt), b + i * e, dt);
+          }
+          for (BinOp op : {BinOp::Sum, BinOp::Prod, BinOp::Max, BinOp::Min}) {
+            sim::reduce(d, a, b, n, dt, op);
+            size_t wrong = 0;
+            for (size_t i = 0; i < n; ++i) {
+              double want = refOp(valueAt(i, 1, dt), valueAt(i, 2, dt), op);
+              std::vector<char> w(e);
+              fromDouble(want, w.data(), dt);
+              if (std::memcmp(d + i * e, w.data(), e) != 0 && wrong++ == 0) {
+                INFO("type " << typeName(dt) << " n " << n << " offsets " << offA << "," << offB << " element " << i);
+                CHECK(toDouble(d + i * e, dt) == toDouble(w.data(), dt));
+              }
+            }
+            CHECK(wrong == 0);
+            CHECK(static_cast<unsigned char>(D[16 + offA * e + n * e]) == 0x5a);  // the tail stops at n
+            CHECK(static_cast<unsigned char>(D[15 + offA * e]) == 0x5a);          // the head starts at 0
+          }
+          // In place (dst == a), scale by 2, divide by 3 (compared with the CPU kernels, the same functor).
+          std::vector<char> copyA(A);
+          char* ca = copyA.data() + 16 + offA * e;
+          sim::reduce(a, a, b, n, dt, BinOp::Sum);
+          kernels::reduce(ca, ca, b, n, dt, BinOp::Sum);
+          CHECK(std::memcmp(A.data(), copyA.data(), A.size()) == 0);
+          std::vector<char> two(e);
+          fromDouble(2.0, two.data(), dt);
+          sim::scale(d, b, n, dt, two.data());
+          size_t wrong = 0;
+          for (size_t i = 0; i < n; ++i) {
+            std::vector<char> w(e);
+            fromDouble(valueAt(i, 2, dt) * 2.0, w.data(), dt);
+            wrong += toDouble(d + i * e, dt) != toDouble(w.data(), dt);
+          }
+          INFO("scale: type " << typeName(dt) << " n " << n);
+          CHECK(wrong == 0);
+          sim::divide(a, n, dt, 3);
+          kernels::divide(ca, n, dt, 3);
+          CHECK(std::memcmp(A.data(), copyA.data(), A.size()) == 0);
+          sim::copy(d, b, n * e);
+          CHECK(std::memcmp(d, b, n * e) == 0);
+        }
+  }
+}
+
+TEST_CASE("sim device: stream order, events, flags, memory and IPC mapping") {
+  auto dev = device::makeSimDevice();
+  CHECK(dev->simulated());
+  void* p = dev->malloc(1000);
+  CHECK(dev->owns(p));
+  CHECK(dev->owns(static_cast<char*>(p) + 999));
+  int local = 0;
+  CHECK_FALSE(dev->owns(&local));
+  device::Stream s = dev->createStream();
+  CHECK(dev->validStream(s));
+  CHECK_FALSE(dev->validStream(reinterpret_cast<device::Stream>(uintptr_t(1))));
+  // A flag wait holds later work until the flag is set; an event completes only after the work before it.
+  uint32_t* flag = dev->allocFlag();
+  std::atomic<int> order{0};
+  dev->streamWaitFlag(s, flag, 1);
+  dev->launchHostFunc(s, [&] { order = 1; });
+  device::Event ev = dev->createEvent();
+  dev->record(ev, s);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(order.load() == 0);
+  CHECK_FALSE(dev->query(ev));
+  __atomic_store_n(flag, 1u, __ATOMIC_RELEASE);
+  dev->synchronize(s);
+  CHECK(order.load() == 1);
+  CHECK(dev->query(ev));
+  // Kernels on a stream; IPC: the same bytes through a second mapping.
+  std::vector<float> h(250, 1.5f);
+  dev->memcpy(p, h.data(), 1000);
+  dev->launchReduce(s, p, p, p, 250, hocclFloat, BinOp::Sum);
+  dev->synchronize(s);
+  device::IpcHandle handle = dev->exportHandle(static_cast<char*>(p) + 8);
+  float* mapped = static_cast<float*>(dev->importHandle(handle));
+  CHECK(mapped[0] == 3.0f);
+  dev->closeHandle(mapped);
+  dev->destroyEvent(ev);
+  dev->freeFlag(flag);
+  dev->destroyStream(s);
+  dev->free(p);
+  CHECK_FALSE(dev->owns(p));
+}
