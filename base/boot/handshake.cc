@@ -199,13 +199,15 @@ void authenticate(int fd, const net::Secret& secret, const Hello& hello, net::De
   ChallengeWire c{};
   net::readAll(fd, &c, sizeof(c), deadline, what + ": waiting for the other side's proof of the job secret");
   if (c.magic != kMagic)
-    throwRemoteError(fmt::format("{}: the other side answered the handshake with something that is not a hoccl "
-                                 "handshake (another program listens there, or a much older hoccl)",
-                                 what));
+    throwRemoteError(
+        fmt::format("{}: the other side answered the handshake with something that is not a hoccl "
+                    "handshake (another program listens there, or a much older hoccl)",
+                    what));
   if (c.status == kBadVersion)
-    throwInvalidUsage(fmt::format("{}: the other side speaks handshake version {}, this process {}: run the same "
-                                  "hoccl version on every rank",
-                                  what, c.version, kVersion));
+    throwInvalidUsage(
+        fmt::format("{}: the other side speaks handshake version {}, this process {}: run the same "
+                    "hoccl version on every rank",
+                    what, c.version, kVersion));
   FinishWire f{};
   f.magic = kMagic;
   if (c.status != kOk || !sameMac(proof(secret, kListenerLabel, w, c.nonce), c.proof)) {
@@ -214,9 +216,10 @@ void authenticate(int fd, const net::Secret& secret, const Hello& hello, net::De
       net::writeAll(fd, &f, sizeof(f), std::min(deadline, Clock::now() + std::chrono::seconds(1)), what);
     } catch (const Error&) {
     }
-    throwInvalidUsage(fmt::format("{}: the token did not match: the other side does not prove the same job secret "
-                                  "as this rank. {}",
-                                  what, advice));
+    throwInvalidUsage(
+        fmt::format("{}: the token did not match: the other side does not prove the same job secret "
+                    "as this rank. {}",
+                    what, advice));
   }
   f.status = kOk;
   Mac mine = proof(secret, kCallerLabel, w, c.nonce);
@@ -241,8 +244,7 @@ Acceptor::Acceptor(int listenFd, const net::Secret& secret, int selfRank, std::s
     : listenFd_(listenFd), secret_(secret), selfRank_(selfRank), name_(std::move(name)) {}
 
 Acceptor::~Acceptor() {
-  for (auto& p : pending_)
-    noteRejected(name_, p->from, "still in its handshake when the listener closed");
+  for (auto& p : pending_) noteRejected(name_, p->from, "still in its handshake when the listener closed");
   std::lock_guard<std::mutex> lock(rejectLog().mutex);
   rejectLog().flushLocked();
 }

@@ -182,8 +182,8 @@ class RootServer {
         net::readAll(fd.get(), &join, sizeof(join), joinBy, "bootstrap join");
         net::readAll(fd.get(), &info, sizeof(info), joinBy, "bootstrap join");
       } catch (const Error& e) {
-        HOCCL_WARN(kBootstrap, "bootstrap root: rank {} at {} proved the secret but sent no join: {}",
-                   peer->hello.rank, peer->from, e.what());
+        HOCCL_WARN(kBootstrap, "bootstrap root: rank {} at {} proved the secret but sent no join: {}", peer->hello.rank,
+                   peer->from, e.what());
         continue;
       }
       if (join.rank != peer->hello.rank) {
