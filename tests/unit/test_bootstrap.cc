@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -24,6 +26,7 @@
 #include "base/boot/wire.h"
 #include "base/error.h"
 #include "base/health.h"
+#include "base/log.h"
 #include "base/socket.h"
 
 using namespace hoccl;
@@ -407,4 +410,51 @@ TEST_CASE("100 idle connections to the root do not delay init", "[bootstrap][aut
     if (poll(&pfd, 1, 4000) == 1 && recv(fd.get(), &c, 1, MSG_DONTWAIT) <= 0) ++closed;
   }
   CHECK(closed == 100);
+}
+
+TEST_CASE("rejected connections are logged with a rate limit and counted", "[bootstrap][auth]") {
+  // 20 strangers that send garbage: at most 3 lines one by one in an interval, the rest in a summary line with the
+  // count (written at the latest when the listener closes); every rejection is counted.
+  const std::string path = "/tmp/hoccl-test-reject-log-" + std::to_string(getpid()) + ".txt";
+  std::remove(path.c_str());
+  setenv("HOCCL_DEBUG", "WARN", 1);
+  setenv("HOCCL_DEBUG_FILE", path.c_str(), 1);
+  log::resetFromEnvironment();
+  const uint64_t before = rejectedConnections();
+  net::Address addr;
+  net::Fd listener = net::listenOn(net::Address::parse("127.0.0.1:0"), &addr);
+  {
+    Acceptor acceptor(listener.get(), net::randomSecret(), -1, "rate-limit test listener");
+    std::vector<net::Fd> strangers;
+    net::Deadline d = Clock::now() + std::chrono::seconds(5);
+    std::vector<char> junk(64, 'j');
+    for (int i = 0; i < 20; ++i) {
+      strangers.push_back(net::connectUntil(addr, d, "stranger"));
+      net::writeAll(strangers.back().get(), junk.data(), junk.size(), d, "stranger");
+    }
+    auto until = Clock::now() + std::chrono::seconds(5);
+    while (rejectedConnections() < before + 20 && Clock::now() < until)
+      CHECK_FALSE(acceptor.next(Clock::now() + std::chrono::milliseconds(50)));
+  }
+  unsetenv("HOCCL_DEBUG_FILE");
+  unsetenv("HOCCL_DEBUG");
+  log::resetFromEnvironment();
+  CHECK(rejectedConnections() >= before + 20);
+  std::ifstream in(path);
+  std::string line;
+  int single = 0;
+  long summarized = 0;
+  while (std::getline(in, line)) {
+    if (line.find("rate-limit test listener rejected a connection") != std::string::npos &&
+        line.find("more connection(s) rejected") == std::string::npos)
+      ++single;
+    size_t at = line.find(" more connection(s) rejected");
+    if (at != std::string::npos) {
+      size_t start = line.rfind(' ', at - 1) + 1;
+      summarized += std::stol(line.substr(start, at - start));
+    }
+  }
+  std::remove(path.c_str());
+  CHECK(single <= 3);
+  CHECK(single + summarized >= 20);
 }

@@ -75,10 +75,11 @@ void* mapFile(int fd, const std::string& name, size_t& bytes) {
   void* base = err ? MAP_FAILED : mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (!err && base == MAP_FAILED) err = errno;
   if (err)
-    throwSystemError(fmt::format("shm: cannot size or map the small-message arena {} ({} bytes); check free memory "
-                                 "(df -h /dev/shm), or set HOCCL_SMALL_MAX_BYTES=0 to go without it",
-                                 name, bytes),
-                     err);
+    throwSystemError(
+        fmt::format("shm: cannot size or map the small-message arena {} ({} bytes); check free memory "
+                    "(free -h, the cgroup's memory limit), or set HOCCL_SMALL_MAX_BYTES=0 to go without it",
+                    name, bytes),
+        err);
   return base;
 }
 
@@ -109,9 +110,10 @@ std::unique_ptr<Arena> Arena::connect(const ConnectContext& ctx, size_t maxBytes
   FileGuard file;
   try {
     if (ctx.rank == 0) {
-      file.fd = createSharedFile(name, bytes,
-                                 "check free memory (df -h /dev/shm), or set HOCCL_SMALL_MAX_BYTES=0 "
-                                 "to go without the small-message arena");
+      file.fd =
+          createSharedFile(name, bytes,
+                           "check free memory (free -h, the cgroup's memory limit), or set HOCCL_SMALL_MAX_BYTES=0 "
+                           "to go without the small-message arena");
       base = mapFile(file.fd, name, bytes);
       auto* h = new (base) ArenaHeader{0, static_cast<uint64_t>(ctx.nranks), maxBytes, regionBytes};
       std::atomic_thread_fence(std::memory_order_release);

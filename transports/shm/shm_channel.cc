@@ -43,7 +43,7 @@ void* mapFd(int fd, size_t bytes, const std::string& name) {
   if (base == MAP_FAILED) {
     int err = errno;
     throwSystemError(
-        fmt::format("shm: cannot map segment {} ({} bytes); check free space in /dev/shm (df -h /dev/shm), "
+        fmt::format("shm: cannot map segment {} ({} bytes); check free memory (free -h, the cgroup's memory limit), "
                     "or lower HOCCL_SHM_SLOTS / HOCCL_SHM_SLOT_SIZE, or set HOCCL_SHM_DISABLE=1",
                     name, bytes),
         err);
@@ -77,8 +77,8 @@ std::unique_ptr<Segment> Segment::create(const std::string& name, uint32_t slotB
                                          int receiver) {
   size_t bytes = segmentBytes(slotBytes, slots);
   int fd = createSharedFile(name, bytes,
-                            fmt::format("rank {} -> rank {}: check free memory (shared memory counts against "
-                                        "/dev/shm's limit: df -h /dev/shm), or lower HOCCL_SHM_SLOTS / "
+                            fmt::format("rank {} -> rank {}: check free memory (free -h, the cgroup's memory "
+                                        "limit), or lower HOCCL_SHM_SLOTS / "
                                         "HOCCL_SHM_SLOT_SIZE, or set HOCCL_SHM_DISABLE=1 to use tcp instead",
                                         sender, receiver));
   void* base = nullptr;

@@ -79,7 +79,7 @@ struct SegmentHeader {
 class Segment {
  public:
   /// Creates and maps a new segment named `name` (unique in this process) with the given geometry. Throws
-  /// SystemError with advice (memory, /dev/shm's limit) on failure.
+  /// SystemError with advice (free memory, the slot parameters) on failure.
   static std::unique_ptr<Segment> create(const std::string& name, uint32_t slotBytes, uint32_t slots, int sender,
                                          int receiver);
   /// Opens and maps the segment `name` that process `creatorPid` (the peer) created and still holds; checks its

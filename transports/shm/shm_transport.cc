@@ -84,7 +84,7 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectConte
   for (int p : peers) {
     const boot::RankInfo& peer = ctx.peers.at(p);
     bool checkPid = peer.pid != self.pid;
-    if (checkPid && !processAlive(peer.pid)) {  // another pid namespace (containers sharing /dev/shm): cannot watch
+    if (checkPid && !processAlive(peer.pid)) {  // the peer's process is out of sight: cannot watch
       HOCCL_WARN(kShm,
                  "shm: rank {} cannot see the process of {}; a dead peer will only be noticed by the timeout "
                  "(HOCCL_TIMEOUT)",
