@@ -24,18 +24,6 @@
 namespace hoccl::net {
 namespace {
 
-constexpr uint32_t kHelloMagic = 0x48454c4f;  // "HELO"
-constexpr uint32_t kHelloVersion = 1;
-
-struct HelloWire {
-  uint32_t magic;
-  uint32_t version;
-  uint8_t secret[16];
-  uint64_t tag;
-  int32_t rank;
-  int32_t index;
-};
-
 int remainingMillis(Deadline deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return left < 0 ? 0 : static_cast<int>(std::min<long long>(left, 1000));
@@ -262,48 +250,6 @@ Secret randomSecret() {
     if (n > 0) got += n;
   }
   return s;
-}
-
-void sendHello(int fd, const Secret& secret, const Hello& hello, Deadline deadline) {
-  HelloWire w{};
-  w.magic = kHelloMagic;
-  w.version = kHelloVersion;
-  std::memcpy(w.secret, secret.data(), secret.size());
-  w.tag = hello.tag;
-  w.rank = hello.rank;
-  w.index = hello.index;
-  writeAll(fd, &w, sizeof(w), deadline, "sending the connection hello");
-}
-
-bool readHello(int fd, const Secret& secret, Hello* hello, Deadline deadline) {
-  HelloWire w{};
-  // A stranger gets a short time to prove itself, never the whole job timeout.
-  Deadline shortDeadline = std::min(deadline, Clock::now() + std::chrono::seconds(5));
-  sockaddr_storage peer{};
-  socklen_t len = sizeof(peer);
-  getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len);
-  Address from;
-  from.storage = peer;
-  from.length = len;
-  try {
-    readAll(fd, &w, sizeof(w), shortDeadline, "reading the connection hello");
-  } catch (const Error& e) {
-    HOCCL_WARN(kNet, "dropped a connection from {} that sent no valid hello: {}", from.toString(), e.what());
-    return false;
-  }
-  unsigned diff = 0;
-  for (size_t i = 0; i < secret.size(); ++i) diff |= static_cast<unsigned>(w.secret[i] ^ secret[i]);
-  if (w.magic != kHelloMagic || w.version != kHelloVersion || diff != 0) {
-    HOCCL_WARN(kNet,
-               "dropped a connection from {}: it does not know this job's secret (a stray client, or a rank of "
-               "another job using the same port)",
-               from.toString());
-    return false;
-  }
-  hello->tag = w.tag;
-  hello->rank = w.rank;
-  hello->index = w.index;
-  return true;
 }
 
 }  // namespace hoccl::net

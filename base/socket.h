@@ -1,7 +1,7 @@
 /// @file socket.h
 /// Small RAII helpers over BSD sockets used by the bootstrap and the tcp transport: addresses, listeners, connects
-/// with retry until a deadline, whole-buffer reads and writes with deadlines, and the authenticated hello that every
-/// connection of a job sends before anything else.
+/// with retry until a deadline, whole-buffer reads and writes with deadlines, and the job secret (the handshake that
+/// proves it on every connection is base/boot/handshake.h).
 #pragma once
 
 #include <netinet/in.h>
@@ -93,17 +93,5 @@ void tuneTcp(int fd);
 using Secret = std::array<uint8_t, 16>;
 /// A fresh random secret from the OS.
 Secret randomSecret();
-
-/// The first message on every connection: proves the secret and says who is calling and why.
-struct Hello {
-  uint64_t tag = 0;   ///< which communicator / purpose (both sides agree)
-  int32_t rank = -1;  ///< caller's rank
-  int32_t index = 0;  ///< connection index (several per peer)
-};
-/// Sends the hello (magic, secret, tag, rank, index).
-void sendHello(int fd, const Secret& secret, const Hello& hello, Deadline deadline);
-/// Reads a hello; returns false (and logs a warning naming the remote address) when the magic or secret is wrong
-/// or the peer sends garbage or nothing within a short time. Nothing else is read from a connection that fails.
-bool readHello(int fd, const Secret& secret, Hello* hello, Deadline deadline);
 
 }  // namespace hoccl::net

@@ -1,7 +1,8 @@
 /*
- * Rank side of the bootstrap: one authenticated connection to the root (protocol: root_server.cc).
+ * Rank side of the bootstrap: one connection to the root, mutually authenticated (handshake.h), protocol in
+ * root_server.cc.
  *
- * The constructor joins synchronously (hello, JoinMessage + RankInfo; the root answers kRootInfo and the rank table).
+ * The constructor joins synchronously (handshake, JoinMessage + RankInfo; the root answers kRootInfo and the rank table).
  * From then on one watcher thread per communicator owns every read of the connection: it waits in poll() on the
  * socket and on an eventfd (the destructor's wake-up), parses whole messages out of what arrived, and
  *   - queues kRootData (all-gather results) and kRootError texts for the thread waiting in allGather();
@@ -30,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/boot/handshake.h"
 #include "base/boot/wire.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -237,7 +239,11 @@ Bootstrap::Bootstrap(const UniqueId& id, int rank, int nranks, const RankInfo& s
   net::Deadline deadline = net::defaultDeadline();
   impl_->fd = net::connectUntil(id.root, deadline,
                                 fmt::format("rank {}: joining the bootstrap root (HOCCL_COMM_ID / unique id)", rank));
-  net::sendHello(impl_->fd.get(), secret_, net::Hello{id.nonce, rank, 0}, deadline);
+  authenticate(impl_->fd.get(), secret_, Hello{id.nonce, rank, -1, 0}, deadline,
+               fmt::format("rank {}: joining the bootstrap root at {}", rank, impl_->rootName),
+               "Start every rank with the same HOCCL_AUTH_TOKEN (hoccl-run sets one for the whole job) or pass every "
+               "rank the bytes of the same hocclGetUniqueId call; if they are the same, another job or program "
+               "listens at that address (is HOCCL_COMM_ID's port shared with another job?)");
   JoinMessage join{nranks, rank};
   RankInfo info = self;
   info.rank = rank;

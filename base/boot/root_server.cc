@@ -3,7 +3,7 @@
  * itself when every rank has disconnected or the job never assembled.
  *
  * Protocol (messages in wire.h; every message after the join is a header and `bytes` of payload):
- *   join      rank -> root  hello (job secret), JoinMessage, RankInfo
+ *   join      rank -> root  the handshake (handshake.h: both sides prove the job secret), JoinMessage, RankInfo
  *             root -> rank  kRootInfo (the root's pid and host), then kRootData with every rank's RankInfo, or
  *                           kRootError (a bad size, a duplicate rank, ranks missing at HOCCL_TIMEOUT)
  *   rounds    rank -> root  kRankSlot: its slot of an all-gather (barrier = all-gather of one byte)
@@ -53,10 +53,12 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/boot/handshake.h"
 #include "base/boot/wire.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -150,27 +152,43 @@ class RootServer {
   int nranks() const { return static_cast<int>(ranks_.size()); }
   std::string who(int r) const { return describeRank(ranks_[r].info); }
 
-  // Accepts nranks authenticated ranks, then sends each the root's identity and the RankInfo table.
+  // Accepts nranks authenticated ranks (handshake.h: all connections at once, each with its own short deadline, so
+  // strangers and idle sockets cannot delay the job), then sends each the root's identity and the RankInfo table.
   bool assemble() {
     net::Deadline deadline = net::defaultDeadline();
+    Acceptor acceptor(listener_.get(), id_.secret, -1, "the bootstrap root at " + id_.root.toString());
     int n = -1;
     size_t joined = 0;
     while (n < 0 || static_cast<int>(joined) < n) {
-      net::Fd fd;
-      try {
-        fd = net::acceptUntil(listener_.get(), deadline);
-      } catch (const Error&) {
+      std::optional<Acceptor::Peer> peer = acceptor.next(deadline);
+      if (!peer) {
         reportMissing(n);
         return false;
       }
-      net::Hello hello;
-      if (!net::readHello(fd.get(), id_.secret, &hello, deadline) || hello.tag != id_.nonce) continue;
+      net::Fd fd = std::move(peer->fd);
+      if (peer->hello.tag != id_.nonce) {
+        std::string problem = fmt::format(
+            "rank {} holds this job's secret but joins another communicator (tag {:#x}; this root at {} serves "
+            "{:#x}): pass every rank the unique id of the same hocclGetUniqueId call",
+            peer->hello.rank, peer->hello.tag, id_.root.toString(), id_.nonce);
+        HOCCL_WARN(kBootstrap, "bootstrap root: {}", problem);
+        sendError(fd.get(), peer->hello.rank, problem);
+        continue;
+      }
       JoinMessage join{};
       RankInfo info;
-      try {
-        net::readAll(fd.get(), &join, sizeof(join), deadline, "bootstrap join");
-        net::readAll(fd.get(), &info, sizeof(info), deadline, "bootstrap join");
-      } catch (const Error&) {
+      try {  // an authenticated rank sends its join right after its proof
+        net::Deadline joinBy = std::min(deadline, Clock::now() + kHandshakeWait);
+        net::readAll(fd.get(), &join, sizeof(join), joinBy, "bootstrap join");
+        net::readAll(fd.get(), &info, sizeof(info), joinBy, "bootstrap join");
+      } catch (const Error& e) {
+        HOCCL_WARN(kBootstrap, "bootstrap root: rank {} at {} proved the secret but sent no join: {}", peer->hello.rank,
+                   peer->from, e.what());
+        continue;
+      }
+      if (join.rank != peer->hello.rank) {
+        sendError(fd.get(), join.rank,
+                  fmt::format("rank {} joined with a handshake made for rank {}", join.rank, peer->hello.rank));
         continue;
       }
       if (n < 0 && join.nranks > 0) {

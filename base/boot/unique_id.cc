@@ -1,12 +1,14 @@
 // Encoding of hocclUniqueId and the two ways to make one: GetUniqueId (random secret, fresh listener) and the
 // launcher environment (HOCCL_COMM_ID + HOCCL_AUTH_TOKEN, rank 0 serves the root).
+#include <openssl/evp.h>
+
+#include <array>
 #include <cstring>
 #include <random>
 
 #include "base/boot/bootstrap.h"
 #include "base/boot/root_server.h"
 #include "base/error.h"
-#include "base/hash.h"
 #include "base/log.h"
 #include "base/params.h"
 
@@ -30,16 +32,17 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// 128 bits derived from the token text: two independent FNV-1a streams, each finished with a strong mixer.
-net::Secret secretFromToken(const std::string& token) {
-  uint64_t a = fnv1a(token), b = 0x84222325cbf29ce4ull;
-  for (unsigned char c : token) b = fnv1aStep(b, static_cast<unsigned char>(c + 0x5bu));
-  a = mix(a ^ token.size());
-  b = mix(b + a);
-  net::Secret s{};
-  std::memcpy(s.data(), &a, 8);
-  std::memcpy(s.data() + 8, &b, 8);
-  return s;
+// SHA-256("hoccl job secret" | token): its first 16 bytes are the job secret, the next 8 the communicator tag (so
+// the tag, which travels in the clear, says nothing about the secret). The handshake (handshake.h) never sends the
+// secret; a token should still be random (hoccl-run draws 128 bits), since a guessable one can be tried offline
+// against a recorded handshake.
+std::array<unsigned char, 32> tokenDigest(const std::string& token) {
+  const std::string input = "hoccl job secret\n" + token;
+  std::array<unsigned char, 32> digest{};
+  unsigned int len = 0;
+  if (EVP_Digest(input.data(), input.size(), digest.data(), &len, EVP_sha256(), nullptr) != 1 || len != 32)
+    throwInternalError("could not hash HOCCL_AUTH_TOKEN (OpenSSL EVP_Digest failed)");
+  return digest;
 }
 
 }  // namespace
@@ -108,8 +111,11 @@ UniqueId uniqueIdFromEnvironment(int rank) {
   id.magic = kUniqueIdMagic;
   id.version = HOCCL_VERSION_CODE;
   id.root = net::Address::parse(*commId);
-  id.secret = secretFromToken(*token);
-  id.nonce = mix(id.secret[0] | (uint64_t(id.secret[5]) << 8) | (uint64_t(id.root.port()) << 16));
+  const auto digest = tokenDigest(*token);
+  std::memcpy(id.secret.data(), digest.data(), id.secret.size());
+  uint64_t tag = 0;
+  std::memcpy(&tag, digest.data() + 16, sizeof(tag));
+  id.nonce = mix(tag ^ static_cast<uint64_t>(id.root.port()));
   if (rank == 0) {
     net::Address bound;
     net::Fd listener = net::listenOn(id.root, &bound);

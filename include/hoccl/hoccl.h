@@ -141,15 +141,19 @@ hocclResult_t hocclCommInitFromEnv(hocclComm_t* comm, int* rank, int* nranks);
 /// Creates rank `rank` of `nranks` with the bootstrap root at HOCCL_COMM_ID (host:port, served by rank 0) and the
 /// secret from HOCCL_AUTH_TOKEN; for launchers that start several ranks per process (threads). hoccl extension.
 hocclResult_t hocclCommInitRankFromEnv(hocclComm_t* comm, int nranks, int rank);
-/// Splits comm: ranks with the same color form a new communicator ordered by key (then old rank).
+/// Splits comm: ranks with the same color form a new communicator ordered by key (then old rank). Non-blocking when
+/// config->blocking = 0, or config is NULL and comm was made non-blocking: returns hocclInProgress with *newcomm set
+/// (NULL for HOCCL_SPLIT_NOCOLOR); comm and *newcomm then report through hocclCommGetAsyncError.
 hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hocclComm_t* newcomm, hocclConfig_t* config);
-/// Waits until every operation of comm has completed.
+/// Waits until every operation of comm has completed (on every rank). For a non-blocking comm it returns
+/// hocclInProgress and completes in the background (poll hocclCommGetAsyncError).
 hocclResult_t hocclCommFinalize(hocclComm_t comm);
 /// Frees a communicator.
 hocclResult_t hocclCommDestroy(hocclComm_t comm);
 /// Stops every operation of comm (safe from another thread, never blocks on a dead peer) and frees it.
 hocclResult_t hocclCommAbort(hocclComm_t comm);
-/// Returns the asynchronous state of comm (hocclInProgress while a non-blocking init runs, an error after a failure).
+/// Returns the asynchronous state of comm (hocclInProgress while a non-blocking init, split or finalize runs, an
+/// error after a failure).
 hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError);
 /// Number of ranks in comm.
 hocclResult_t hocclCommCount(const hocclComm_t comm, int* count);

@@ -35,6 +35,14 @@ Communicator& liveComm(hocclComm_t comm, bool allowFailed) {
                 "until it returns hocclSuccess");
   if (init != hocclSuccess)
     throw Error(static_cast<hocclResult_t>(init), "comm failed to initialize: " + comm->initError);
+  int pending = comm->pending.load();
+  if (pending == hocclInProgress)
+    throw Error(hocclInvalidUsage,
+                "comm has a non-blocking hocclCommSplit or hocclCommFinalize in progress: poll "
+                "hocclCommGetAsyncError until it leaves hocclInProgress");
+  if (pending != hocclSuccess && !allowFailed)
+    throw Error(static_cast<hocclResult_t>(pending),
+                "a non-blocking hocclCommSplit / hocclCommFinalize of comm failed: " + comm->pendingError);
   Communicator& c = *comm->impl;
   int err = c.asyncError.load();
   if (!allowFailed && err != hocclSuccess)

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -20,6 +21,7 @@ namespace {
 // Reads the caller's config the way NCCL does: by its size, rejecting a wrong magic. Returns blocking mode and name.
 struct ConfigView {
   bool blocking = true;
+  bool blockingSet = false;  // the caller chose (else a split inherits its parent's mode, as in NCCL)
   std::string name;
 };
 
@@ -33,6 +35,7 @@ ConfigView readConfig(const hocclConfig_t* config) {
   if (c.blocking != HOCCL_CONFIG_UNDEF_INT) {
     if (c.blocking != 0 && c.blocking != 1) throwInvalidArgument("config->blocking must be 0 or 1");
     v.blocking = c.blocking == 1;
+    v.blockingSet = true;
   }
   if (config->size >= offsetof(hocclConfig_t, commName) + sizeof(const char*) && c.commName) v.name = c.commName;
   return v;
@@ -45,9 +48,31 @@ void checkRankArgs(hocclComm_t* comm, int nranks, int rank) {
     throwInvalidArgument("rank " + std::to_string(rank) + " is outside 0.." + std::to_string(nranks - 1));
 }
 
+// Creates the communicator of a handle whose initResult is hocclInProgress, in the calling (helper) thread, and
+// publishes the outcome. A handle aborted meanwhile gets nothing: the new communicator is destroyed at once (it says
+// goodbye to the root, so the other ranks go on).
+void finishInit(hocclComm_t handle, const boot::UniqueId& id, int rank, int nranks, const std::string& name) {
+  std::unique_ptr<Communicator> made;
+  int code = hocclSuccess;
+  try {
+    made = std::make_unique<Communicator>(id, rank, nranks, name);
+  } catch (const Error& e) {
+    handle->initError = e.what();
+    code = e.code();
+  } catch (const std::exception& e) {
+    handle->initError = e.what();
+    code = hocclInternalError;
+  }
+  std::lock_guard<std::mutex> lock(handle->life);
+  if (handle->stamp.load() == hocclComm::kDead) return;  // aborted while initializing: `made` goes now
+  handle->impl = std::move(made);
+  handle->initResult = code;
+}
+
 // Creates the handle and the communicator, in this thread (blocking) or in a helper thread (non-blocking).
 hocclResult_t initHandle(hocclComm_t* out, const boot::UniqueId& id, int rank, int nranks, const ConfigView& cfg) {
   auto* handle = new hocclComm();
+  handle->blocking = cfg.blocking;
   if (cfg.blocking) {
     try {
       handle->impl = std::make_unique<Communicator>(id, rank, nranks, cfg.name);
@@ -60,19 +85,38 @@ hocclResult_t initHandle(hocclComm_t* out, const boot::UniqueId& id, int rank, i
   }
   handle->initResult = hocclInProgress;
   *out = handle;
-  std::thread([handle, id, rank, nranks, name = cfg.name] {
-    try {
-      handle->impl = std::make_unique<Communicator>(id, rank, nranks, name);
-      handle->initResult = hocclSuccess;
-    } catch (const Error& e) {
-      handle->initError = e.what();
-      handle->initResult = e.code();
-    } catch (const std::exception& e) {
-      handle->initError = e.what();
-      handle->initResult = hocclInternalError;
-    }
-  }).detach();
+  std::thread([handle, id, rank, nranks, name = cfg.name] { finishInit(handle, id, rank, nranks, name); }).detach();
   return hocclInProgress;
+}
+
+// Runs `work` on a helper thread for a non-blocking operation of `handle` (split, finalize): handle->pending is
+// hocclInProgress until it ends, then its result. Handles are never freed (see retire), so the thread may outlive
+// a destroy.
+template <class Work>
+void inBackground(hocclComm_t handle, Work work) {
+  handle->pending = hocclInProgress;
+  std::thread([handle, work = std::move(work)]() mutable {
+    int code = hocclSuccess;
+    try {
+      work();
+    } catch (const Error& e) {
+      handle->pendingError = e.what();
+      code = e.code();
+    } catch (const std::exception& e) {
+      handle->pendingError = e.what();
+      code = hocclInternalError;
+    }
+    int expected = hocclInProgress;
+    handle->pending.compare_exchange_strong(expected, code);  // work may have finished it already
+  }).detach();
+}
+
+// Waits (bounded) until a non-blocking split / finalize of comm has ended; after an abort it ends within a
+// bootstrap round trip.
+void awaitPending(hocclComm_t comm, std::chrono::seconds limit) {
+  auto until = std::chrono::steady_clock::now() + limit;
+  while (comm->pending.load() == hocclInProgress && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 // Marks a handle dead and frees its communicator. The small handle itself is kept so that later use is reported.
@@ -168,46 +212,91 @@ hocclResult_t hocclCommInitAll(hocclComm_t* comms, int ndev, const int* devlist)
 
 hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hocclComm_t* newcomm, hocclConfig_t* config) {
   return guarded("hocclCommSplit", [&] {
-    Communicator& c = liveComm(comm);
+    Communicator& parent = liveComm(comm);
     if (!newcomm) throwInvalidArgument("newcomm is NULL");
     if (color < 0 && color != HOCCL_SPLIT_NOCOLOR)
       throwInvalidArgument("color " + std::to_string(color) + " is negative; use a color >= 0 or HOCCL_SPLIT_NOCOLOR");
     ConfigView cfg = readConfig(config);
-    const int n = c.nranks();
-    // Round 1: everybody's color and key.
-    struct Entry {
-      int32_t color, key;
+    if (!cfg.blockingSet) cfg.blocking = comm->blocking;
+    // The two rounds over the parent's bootstrap, then the new communicator's init; returns its new rank and size
+    // (nranks 0: this rank has no color).
+    auto rounds = [&parent, color, key](hocclUniqueId* newId, int* newRank) {
+      const int n = parent.nranks();
+      // Round 1: everybody's color and key.
+      struct Entry {
+        int32_t color, key;
+      };
+      std::vector<Entry> entries(n);
+      entries[parent.rank()] = {color, key};
+      parent.bootstrap().allGather(entries.data(), sizeof(Entry));
+      std::vector<int> members;
+      for (int r = 0; r < n; ++r)
+        if (entries[r].color == color) members.push_back(r);
+      std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return entries[a].key < entries[b].key; });
+      // Round 2: the first member of each color publishes a fresh id.
+      std::vector<hocclUniqueId> ids(n);
+      bool leader = color != HOCCL_SPLIT_NOCOLOR && members.front() == parent.rank();
+      if (leader) ids[parent.rank()] = boot::encode(boot::createUniqueId());
+      parent.bootstrap().allGather(ids.data(), sizeof(hocclUniqueId));
+      if (color == HOCCL_SPLIT_NOCOLOR) return 0;
+      *newId = ids[members.front()];
+      *newRank = static_cast<int>(std::find(members.begin(), members.end(), parent.rank()) - members.begin());
+      return static_cast<int>(members.size());
     };
-    std::vector<Entry> entries(n);
-    entries[c.rank()] = {color, key};
-    c.bootstrap().allGather(entries.data(), sizeof(Entry));
-    std::vector<int> members;
-    for (int r = 0; r < n; ++r)
-      if (entries[r].color == color) members.push_back(r);
-    std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return entries[a].key < entries[b].key; });
-    // Round 2: the first member of each color publishes a fresh id.
-    std::vector<hocclUniqueId> ids(n);
-    bool leader = color != HOCCL_SPLIT_NOCOLOR && members.front() == c.rank();
-    if (leader) ids[c.rank()] = boot::encode(boot::createUniqueId());
-    c.bootstrap().allGather(ids.data(), sizeof(hocclUniqueId));
-    if (color == HOCCL_SPLIT_NOCOLOR) {
-      *newcomm = nullptr;
-      return hocclSuccess;
+    hocclUniqueId newId{};
+    int newRank = 0;
+    if (cfg.blocking) {
+      int size = rounds(&newId, &newRank);
+      if (size == 0) {
+        *newcomm = nullptr;
+        return hocclSuccess;
+      }
+      return initHandle(newcomm, boot::decode(newId), newRank, size, cfg);
     }
-    int newRank = static_cast<int>(std::find(members.begin(), members.end(), c.rank()) - members.begin());
-    return initHandle(newcomm, boot::decode(ids[members.front()]), newRank, static_cast<int>(members.size()), cfg);
+    // Non-blocking: the parent is busy (pending) until the rounds are over, the new handle initializes after them;
+    // both report through hocclCommGetAsyncError.
+    hocclComm_t child = nullptr;
+    if (color != HOCCL_SPLIT_NOCOLOR) {
+      child = new hocclComm();
+      child->blocking = false;
+      child->initResult = hocclInProgress;
+    }
+    inBackground(comm, [comm, child, rounds, name = cfg.name]() mutable {
+      hocclUniqueId id{};
+      int rank = 0, size = 0;
+      try {
+        size = rounds(&id, &rank);
+      } catch (const Error& e) {
+        if (child) {
+          child->initError = std::string("the split on the parent communicator failed: ") + e.what();
+          child->initResult = e.code();
+        }
+        throw;
+      }
+      comm->pending = hocclSuccess;  // the parent is free again; the new communicator's init goes on here
+      if (child) finishInit(child, boot::decode(id), rank, size, name);
+    });
+    *newcomm = child;
+    return hocclInProgress;
   });
 }
 
 hocclResult_t hocclCommFinalize(hocclComm_t comm) {
   return guarded("hocclCommFinalize", [&] {
     Communicator& c = liveComm(comm);
-    if (hoccl::Proxy* p = c.proxyIfAny()) {  // the stream-ordered operations complete first
-      p->drain();
-      p->throwIfFailed();
+    auto finish = [&c] {
+      if (hoccl::Proxy* p = c.proxyIfAny()) {  // the stream-ordered operations complete first
+        p->drain();
+        p->throwIfFailed();
+      }
+      c.bootstrap().barrier();
+    };
+    if (comm->blocking) {
+      finish();
+      return hocclSuccess;
     }
-    c.bootstrap().barrier();
-    return hocclSuccess;
+    inBackground(comm, finish);
+    return hocclInProgress;
   });
 }
 
@@ -215,10 +304,10 @@ hocclResult_t hocclCommDestroy(hocclComm_t comm) {
   return guarded("hocclCommDestroy", [&] {
     if (!comm) return hocclSuccess;  // as NCCL: destroying NULL is a no-op
     if (comm->stamp.load() == hocclComm::kDead) throwInvalidUsage("comm was already destroyed (double destroy)");
-    if (comm->initResult.load() == hocclInProgress)
+    if (comm->initResult.load() == hocclInProgress || comm->pending.load() == hocclInProgress)
       throwInvalidUsage(
-          "comm is still initializing: wait for hocclCommGetAsyncError to leave hocclInProgress, "
-          "or call hocclCommAbort");
+          "comm is still initializing, splitting or finalizing (non-blocking): wait for hocclCommGetAsyncError to "
+          "leave hocclInProgress, or call hocclCommAbort");
     retire(comm);
     return hocclSuccess;
   });
@@ -228,11 +317,14 @@ hocclResult_t hocclCommAbort(hocclComm_t comm) {
   return guarded("hocclCommAbort", [&] {
     if (!comm) return hocclSuccess;
     if (comm->stamp.load() == hocclComm::kDead) return hocclSuccess;
-    // A non-blocking init still running cannot be interrupted safely; it ends within HOCCL_TIMEOUT. Mark the handle
-    // dead so nothing new starts on it, and leave the communicator to that thread.
-    if (comm->initResult.load() == hocclInProgress) {
-      comm->stamp = hocclComm::kDead;
-      return hocclSuccess;
+    // A non-blocking init still running cannot be interrupted safely (it ends within HOCCL_TIMEOUT): mark the handle
+    // dead so nothing new starts on it; the init thread then destroys what it made (finishInit).
+    {
+      std::lock_guard<std::mutex> lock(comm->life);
+      if (comm->initResult.load() == hocclInProgress) {
+        comm->stamp = hocclComm::kDead;
+        return hocclSuccess;
+      }
     }
     if (comm->impl) {
       Health& health = comm->impl->health();
@@ -244,6 +336,8 @@ hocclResult_t hocclCommAbort(hocclComm_t comm) {
       auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
       while (comm->impl->inFlight.load() > 0 && std::chrono::steady_clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      // A non-blocking split / finalize waits in a bootstrap round that the abort has just failed.
+      awaitPending(comm, std::chrono::seconds(10));
     }
     retire(comm);
     return hocclSuccess;
@@ -259,6 +353,13 @@ hocclResult_t hocclCommGetAsyncError(hocclComm_t comm, hocclResult_t* asyncError
     if (init != hocclSuccess) {
       if (init != hocclInProgress) api::setLastError("hocclCommGetAsyncError: init failed: " + comm->initError);
       *asyncError = static_cast<hocclResult_t>(init);
+      return hocclSuccess;
+    }
+    int pending = comm->pending.load();
+    if (pending != hocclSuccess) {
+      if (pending != hocclInProgress)
+        api::setLastError("hocclCommGetAsyncError: a non-blocking split / finalize failed: " + comm->pendingError);
+      *asyncError = static_cast<hocclResult_t>(pending);
       return hocclSuccess;
     }
     Communicator& c = *comm->impl;

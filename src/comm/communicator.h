@@ -134,5 +134,10 @@ struct hocclComm {
   std::atomic<unsigned> stamp{kAlive};             ///< kAlive while valid
   std::unique_ptr<hoccl::Communicator> impl;       ///< null while a non-blocking init runs
   std::atomic<int> initResult{hocclSuccess};       ///< hocclInProgress while a non-blocking init runs
-  std::string initError;                           ///< message of a failed non-blocking init
+  std::string initError;                           ///< message of a failed non-blocking init (set before initResult)
+  bool blocking = true;                            ///< config.blocking: split and finalize follow it
+  std::atomic<int> pending{
+      hocclSuccess};         ///< hocclInProgress while a non-blocking split / finalize runs, then its result
+  std::string pendingError;  ///< message of a failed non-blocking split / finalize (set before pending)
+  std::mutex life;           ///< a non-blocking init publishing impl against an abort
 };

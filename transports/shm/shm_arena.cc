@@ -19,6 +19,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "transports/shm/shm_file.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/transport_util.h"
 
@@ -65,32 +66,30 @@ void allowSiblingsToAttach() {
 
 size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
-// Opens (rank 0: creates) and maps the named segment of `bytes` bytes (0: take the size of the existing one).
-void* mapNamed(const std::string& name, bool create, size_t& bytes) {
-  int fd = shm_open(name.c_str(), create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
-  if (fd < 0) {
-    throwSystemError(fmt::format("shm: cannot {} the small-message arena {}; check /dev/shm (df -h /dev/shm), or set "
-                                 "HOCCL_SMALL_MAX_BYTES=0 to go without it",
-                                 create ? "create" : "open", name),
-                     errno);
-  }
+// Maps the arena's shared file (shm_file.h) of `bytes` bytes (0: take the size of the file).
+void* mapFile(int fd, const std::string& name, size_t& bytes) {
   struct stat st {};
   int err = 0;
-  if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) err = errno;
-  if (!create && (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < kPage)) err = errno ? errno : EINVAL;
-  if (!create) bytes = static_cast<size_t>(st.st_size);
+  if (bytes == 0 && (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < kPage)) err = errno ? errno : EINVAL;
+  if (bytes == 0) bytes = static_cast<size_t>(st.st_size);
   void* base = err ? MAP_FAILED : mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (!err && base == MAP_FAILED) err = errno;
-  close(fd);
-  if (err) {
-    if (create) shm_unlink(name.c_str());
-    throwSystemError(fmt::format("shm: cannot size or map the small-message arena {} ({} bytes); check free space "
-                                 "in /dev/shm, or set HOCCL_SMALL_MAX_BYTES=0 to go without it",
-                                 name, bytes),
-                     err);
-  }
+  if (err)
+    throwSystemError(
+        fmt::format("shm: cannot size or map the small-message arena {} ({} bytes); check free memory "
+                    "(free -h, the cgroup's memory limit), or set HOCCL_SMALL_MAX_BYTES=0 to go without it",
+                    name, bytes),
+        err);
   return base;
 }
+
+// Closes a descriptor on scope exit.
+struct FileGuard {
+  int fd = -1;
+  ~FileGuard() {
+    if (fd >= 0) close(fd);
+  }
+};
 
 }  // namespace
 
@@ -105,10 +104,17 @@ std::unique_ptr<Arena> Arena::connect(const ConnectContext& ctx, size_t maxBytes
   const size_t regionBytes = roundUp(sizeof(Region) + kArenaSlots * roundUp(maxBytes, 64), kPage);
   size_t bytes = kPage + regionBytes * static_cast<size_t>(ctx.nranks);
   void* base = nullptr;
-  // Phase 1: rank 0 creates and initialises (a fresh segment is all zeros: every sequence number starts at 0).
+  // Phase 1: rank 0 creates and initialises (a fresh file is all zeros: every sequence number starts at 0). It
+  // holds the file open until every rank has mapped it (phase 2), then lets go: from then on the arena lives only in
+  // the mappings, and a job killed at any point leaves nothing behind (nothing is ever named in /dev/shm).
+  FileGuard file;
   try {
     if (ctx.rank == 0) {
-      base = mapNamed(name, true, bytes);
+      file.fd =
+          createSharedFile(name, bytes,
+                           "check free memory (free -h, the cgroup's memory limit), or set HOCCL_SMALL_MAX_BYTES=0 "
+                           "to go without the small-message arena");
+      base = mapFile(file.fd, name, bytes);
       auto* h = new (base) ArenaHeader{0, static_cast<uint64_t>(ctx.nranks), maxBytes, regionBytes};
       std::atomic_thread_fence(std::memory_order_release);
       h->magic = kArenaMagic;
@@ -116,15 +122,18 @@ std::unique_ptr<Arena> Arena::connect(const ConnectContext& ctx, size_t maxBytes
     agreeOnPhase(ctx, "creating the small-message arena", nullptr);
   } catch (const Error& e) {
     if (base) munmap(base, bytes);
-    if (ctx.rank == 0) shm_unlink(name.c_str());
     if (e.code() == hocclRemoteError) throw;
     agreeOnPhase(ctx, "creating the small-message arena", &e);
   }
   std::unique_ptr<Arena> arena;
-  // Phase 2: the others map it and check the geometry; then the name goes.
+  // Phase 2: the others open it through rank 0's /proc/<pid>/fd, map it and check the geometry.
   try {
     if (ctx.rank != 0) {
-      base = mapNamed(name, false, bytes);
+      FileGuard peerFile;
+      peerFile.fd = openSharedFile(ctx.peers.at(0).pid, name,
+                                   fmt::format("rank {} mapping the small-message arena", ctx.rank));
+      bytes = 0;
+      base = mapFile(peerFile.fd, name, bytes);
       const auto* h = static_cast<const ArenaHeader*>(base);
       if (h->magic != kArenaMagic || h->nranks != static_cast<uint64_t>(ctx.nranks) || h->maxBytes != maxBytes ||
           h->regionBytes != regionBytes || bytes < kPage + regionBytes * static_cast<size_t>(ctx.nranks)) {
@@ -142,11 +151,13 @@ std::unique_ptr<Arena> Arena::connect(const ConnectContext& ctx, size_t maxBytes
     std::memcpy(arena->line(ctx.rank, 0).inlineData, &probe, sizeof(probe));
     agreeOnPhase(ctx, "mapping the small-message arena", nullptr);
   } catch (const Error& e) {
-    if (ctx.rank == 0) shm_unlink(name.c_str());
     if (e.code() == hocclRemoteError) throw;
     agreeOnPhase(ctx, "mapping the small-message arena", &e);
   }
-  if (ctx.rank == 0) shm_unlink(name.c_str());
+  if (file.fd >= 0) {
+    close(file.fd);
+    file.fd = -1;
+  }
   // Phase 3: may every rank read every other rank's memory? (ptrace rules, containers, seccomp.) One answer for all.
   std::vector<uint8_t> readable(ctx.nranks, crossMemory ? 1 : 0);
   for (int r = 0; r < ctx.nranks; ++r) {

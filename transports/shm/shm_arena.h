@@ -55,11 +55,12 @@ struct alignas(64) ArenaLine {
 };
 static_assert(sizeof(ArenaLine) == 64, "one arena line per cache line");
 
-/// A mapped arena (RAII: unmapped on destruction; its name is unlinked as soon as every rank has mapped it).
+/// A mapped arena (RAII: unmapped on destruction). An anonymous shared file (shm_file.h) that rank 0 holds open only
+/// until every rank has mapped it: nothing of it is ever named in /dev/shm.
 class Arena {
  public:
   /// Collective over ctx (every rank calls it): rank 0 creates and sizes the segment for ctx.nranks regions of
-  /// `maxBytes` payload per slot, the others map it, then the name is removed from /dev/shm. Any rank's failure
+  /// `maxBytes` payload per slot, the others map it, then rank 0 lets go of the file. Any rank's failure
   /// throws on every rank. With `crossMemory`, the ranks then test whether they can read each other's memory (see
   /// crossMemory()); under Yama's ptrace_scope=1 each rank first allows processes of its user to attach to it, as
   /// Open MPI's shared-memory transport does (what ptrace_scope=0 allows anyway).
@@ -80,7 +81,7 @@ class Arena {
   bool crossMemory() const { return crossMemory_; }
   /// Largest payload a rank may publish.
   size_t maxBytes() const { return maxBytes_; }
-  /// The /dev/shm name (gone once connected).
+  /// The shared file's name (in /proc/<pid>/maps and messages).
   const std::string& name() const { return name_; }
 
  private:

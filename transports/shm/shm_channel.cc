@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "transports/shm/shm_file.h"
 #include "transports/transport_util.h"
 
 namespace hoccl::transport::shm {
@@ -42,7 +43,7 @@ void* mapFd(int fd, size_t bytes, const std::string& name) {
   if (base == MAP_FAILED) {
     int err = errno;
     throwSystemError(
-        fmt::format("shm: cannot map segment {} ({} bytes); check free space in /dev/shm (df -h /dev/shm), "
+        fmt::format("shm: cannot map segment {} ({} bytes); check free memory (free -h, the cgroup's memory limit), "
                     "or lower HOCCL_SHM_SLOTS / HOCCL_SHM_SLOT_SIZE, or set HOCCL_SHM_DISABLE=1",
                     name, bytes),
         err);
@@ -54,8 +55,8 @@ void* mapFd(int fd, size_t bytes, const std::string& name) {
 
 // ---- Segment ----
 
-Segment::Segment(std::string name, void* base, size_t bytes, bool owner)
-    : name_(std::move(name)), base_(base), bytes_(bytes), ownsName_(owner) {
+Segment::Segment(std::string name, void* base, size_t bytes, int file)
+    : name_(std::move(name)), base_(base), bytes_(bytes), file_(file) {
   header_ = static_cast<SegmentHeader*>(base_);
   data_ = static_cast<char*>(base_) + kHeaderRegion;
 }
@@ -66,40 +67,28 @@ Segment::~Segment() {
 }
 
 void Segment::unlink() {
-  if (ownsName_) {
-    shm_unlink(name_.c_str());
-    ownsName_ = false;
+  if (file_ >= 0) {
+    close(file_);
+    file_ = -1;
   }
 }
 
 std::unique_ptr<Segment> Segment::create(const std::string& name, uint32_t slotBytes, uint32_t slots, int sender,
                                          int receiver) {
-  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) {
-    int err = errno;
-    throwSystemError(fmt::format("shm: cannot create segment {} (rank {} -> rank {}); a stale segment of the same job "
-                                 "or a full /dev/shm can cause this; set HOCCL_SHM_DISABLE=1 to use tcp instead",
-                                 name, sender, receiver),
-                     err);
-  }
   size_t bytes = segmentBytes(slotBytes, slots);
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    int err = errno;
-    close(fd);
-    shm_unlink(name.c_str());
-    throwSystemError(fmt::format("shm: cannot size segment {} to {} bytes; check free space in /dev/shm", name, bytes),
-                     err);
-  }
+  int fd = createSharedFile(name, bytes,
+                            fmt::format("rank {} -> rank {}: check free memory (free -h, the cgroup's memory "
+                                        "limit), or lower HOCCL_SHM_SLOTS / "
+                                        "HOCCL_SHM_SLOT_SIZE, or set HOCCL_SHM_DISABLE=1 to use tcp instead",
+                                        sender, receiver));
   void* base = nullptr;
   try {
     base = mapFd(fd, bytes, name);
   } catch (...) {
     close(fd);
-    shm_unlink(name.c_str());
     throw;
   }
-  close(fd);
-  std::unique_ptr<Segment> seg(new Segment(name, base, bytes, true));
+  std::unique_ptr<Segment> seg(new Segment(name, base, bytes, fd));
   SegmentHeader* h = new (base) SegmentHeader();
   h->slotBytes = slotBytes;
   h->slots = slots;
@@ -116,16 +105,8 @@ std::unique_ptr<Segment> Segment::create(const std::string& name, uint32_t slotB
   return seg;
 }
 
-std::unique_ptr<Segment> Segment::open(const std::string& name, int sender, int receiver) {
-  int fd = shm_open(name.c_str(), O_RDWR, 0600);
-  if (fd < 0) {
-    int err = errno;
-    throwSystemError(fmt::format("shm: cannot open segment {} created by rank {} for rank {}; the peer may have "
-                                 "failed during init (check its log), or /dev/shm is not shared between the two "
-                                 "processes (containers?): set HOCCL_SHM_DISABLE=1 to use tcp",
-                                 name, sender, receiver),
-                     err);
-  }
+std::unique_ptr<Segment> Segment::open(const std::string& name, int creatorPid, int sender, int receiver) {
+  int fd = openSharedFile(creatorPid, name, fmt::format("rank {} opening the segment of rank {}", receiver, sender));
   struct stat st {};
   if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < kHeaderRegion) {
     close(fd);
@@ -139,7 +120,7 @@ std::unique_ptr<Segment> Segment::open(const std::string& name, int sender, int 
     throw;
   }
   close(fd);
-  std::unique_ptr<Segment> seg(new Segment(name, base, static_cast<size_t>(st.st_size), false));
+  std::unique_ptr<Segment> seg(new Segment(name, base, static_cast<size_t>(st.st_size), -1));
   const SegmentHeader* h = seg->header();
   if (h->magic != kSegmentMagic || h->sender != sender || h->receiver != receiver || h->slots == 0 ||
       h->slots > kMaxSlots || h->slotBytes == 0 || segmentBytes(h->slotBytes, h->slots) > seg->bytes_)

@@ -74,34 +74,37 @@ struct SegmentHeader {
   SlotInfo info[kMaxSlots];                ///< metadata of each slot (one cache line each)
 };
 
-/// A mapped shared-memory segment (RAII: unmapped on destruction, and unlinked if this side still owns the name).
+/// A mapped shared-memory segment (RAII: unmapped on destruction). An anonymous shared file (shm_file.h): its creator
+/// holds the file open until every peer has opened it (unlink), nothing of it is ever in /dev/shm.
 class Segment {
  public:
-  /// Creates (exclusively) and maps a new segment named `name` with the given geometry. Throws SystemError with
-  /// advice (size of /dev/shm) on failure.
+  /// Creates and maps a new segment named `name` (unique in this process) with the given geometry. Throws
+  /// SystemError with advice (free memory, the slot parameters) on failure.
   static std::unique_ptr<Segment> create(const std::string& name, uint32_t slotBytes, uint32_t slots, int sender,
                                          int receiver);
-  /// Opens and maps an existing segment created by the peer; checks its magic and geometry.
-  static std::unique_ptr<Segment> open(const std::string& name, int sender, int receiver);
+  /// Opens and maps the segment `name` that process `creatorPid` (the peer) created and still holds; checks its
+  /// magic and geometry.
+  static std::unique_ptr<Segment> open(const std::string& name, int creatorPid, int sender, int receiver);
   ~Segment();
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
 
-  /// Removes the name from /dev/shm (the mapping stays valid). Idempotent.
+  /// The creator lets go of the file once every peer has opened it (the mappings stay valid; nobody can open it
+  /// any more). Idempotent; nothing for a segment that was opened.
   void unlink();
   /// The control block.
   SegmentHeader* header() const { return header_; }
   /// Start of slot i (0 <= i < slots).
   char* slot(uint64_t i) const { return data_ + (i % header_->slots) * static_cast<size_t>(header_->slotBytes); }
-  /// The name in /dev/shm.
+  /// The name (of the shared file, in /proc/<pid>/fd and messages).
   const std::string& name() const { return name_; }
 
  private:
-  Segment(std::string name, void* base, size_t bytes, bool owner);
+  Segment(std::string name, void* base, size_t bytes, int file);
   std::string name_;
   void* base_ = nullptr;
   size_t bytes_ = 0;
-  bool ownsName_ = false;
+  int file_ = -1;  // the creator's descriptor until unlink()
   SegmentHeader* header_ = nullptr;
   char* data_ = nullptr;
 };

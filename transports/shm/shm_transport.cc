@@ -1,13 +1,14 @@
 // The shm transport: which peers it reaches and how the segments of a communicator are set up.
 //
 // Connect protocol (collective over the communicator, every rank runs it even with no shm peer):
-//   1. create and map one segment per peer for the direction this rank -> peer (exclusive create, so a name clash
-//      is an error rather than silent sharing);
+//   1. create and map one segment per peer for the direction this rank -> peer: an anonymous shared file
+//      (shm_file.h, memfd) named after the job tag and the two ranks;
 //   2. all-gather a status: if any rank failed, every rank throws with that rank's message;
-//   3. open and map the segment peer -> this rank of every peer;
-//   4. all-gather a status again; now every segment is mapped on both sides, so each creator unlinks its names.
-// From step 4 on nothing is left in /dev/shm even if a process dies; a crash between 1 and 4 can leave names behind
-// (they carry the job tag, so they never collide with another job).
+//   3. open (through /proc/<peer pid>/fd) and map the segment peer -> this rank of every peer;
+//   4. all-gather a status again; now every segment is mapped on both sides, so each creator closes its files
+//      (nobody can open them any more; the mappings stay).
+// Nothing is ever named in /dev/shm, so a job killed at any point (of init or later) leaves nothing behind: the
+// kernel frees a segment with the last process that maps or holds it.
 #include "transports/shm/shm_transport.h"
 
 #include <unistd.h>
@@ -68,14 +69,14 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectConte
   }
   try {
     for (int p : peers) {
-      in[p] = Segment::open(segmentName(ctx.jobTag, p, ctx.rank), p, ctx.rank);
+      in[p] = Segment::open(segmentName(ctx.jobTag, p, ctx.rank), ctx.peers.at(p).pid, p, ctx.rank);
     }
     agreeOnPhase(ctx, "mapping its peers' shared-memory segments", nullptr);
   } catch (const Error& e) {
     if (e.code() == hocclRemoteError) throw;
     agreeOnPhase(ctx, "mapping its peers' shared-memory segments", &e);
   }
-  // Every rank has mapped everything it needs: the names can go.
+  // Every rank has mapped everything it needs: the creators let go of their files.
   for (auto& [p, seg] : out) seg->unlink();
 
   std::map<int, std::unique_ptr<Channel>> channels;
@@ -83,7 +84,7 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectConte
   for (int p : peers) {
     const boot::RankInfo& peer = ctx.peers.at(p);
     bool checkPid = peer.pid != self.pid;
-    if (checkPid && !processAlive(peer.pid)) {  // another pid namespace (containers sharing /dev/shm): cannot watch
+    if (checkPid && !processAlive(peer.pid)) {  // the peer's process is out of sight: cannot watch
       HOCCL_WARN(kShm,
                  "shm: rank {} cannot see the process of {}; a dead peer will only be noticed by the timeout "
                  "(HOCCL_TIMEOUT)",

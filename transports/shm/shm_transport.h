@@ -35,10 +35,10 @@ class ShmTransport final : public Transport {
   /// HOCCL_CMA_MIN_BYTES > 0, "single_copy".
   std::vector<std::unique_ptr<Shortcut>> shortcuts(const ShortcutContext& ctx, bool reachesAll) override;
 
-  /// The /dev/shm name of the segment carrying data from rank `from` to rank `to` of the job `jobTag`.
+  /// The name of the shared file (shm_file.h) carrying data from rank `from` to rank `to` of the job `jobTag`.
   static std::string segmentName(const std::string& jobTag, int from, int to);
-  /// "/hoccl-<job tag>": the start of every /dev/shm name of the job `jobTag` (the small-message arena adds
-  /// "-arena").
+  /// "/hoccl-<job tag>": the start of every shared-file name of the job `jobTag` (the small-message arena adds
+  /// "-arena"); the leading '/' is dropped in the file's name.
   static std::string namePrefix(const std::string& jobTag);
 
  private:

@@ -3,21 +3,26 @@
 // Connect protocol (collective over the communicator; every rank runs it, even with no tcp peer):
 //   1. a rank with a tcp peer above it listens on its local address (net::localAddress, HOCCL_SOCKET_IFNAME);
 //   2. all ranks all-gather a card {listening, connections, stripe size, address};
-//   3. for every tcp peer below it, a rank opens min(its, peer's) connections, each starting with the hello
-//      (secret, communicator tag, own rank, connection index);
-//   4. it then accepts until every connection expected from the peers above it has arrived. An accepted connection
-//      that fails the hello (wrong secret, garbage, silence), carries another communicator's tag, claims a rank
-//      that is not an expected peer, or repeats an index is closed and logged; the wait goes on.
-// Step 3 never waits on step 4 of the same rank: connects complete in the listener's backlog, and the lowest rank
-// has nothing to connect to, so by induction every rank reaches its accept loop.
+//   3. for every tcp peer below it, a rank opens min(its, peer's) connections, each starting with the handshake
+//      (base/boot/handshake.h: both sides prove the job secret; the hello names the communicator tag, own rank, the
+//      peer's rank and the connection index);
+//   4. it then accepts until every connection expected from the peers above it has arrived, running the handshakes
+//      of all accepted connections at once. A connection that fails the handshake (wrong secret, garbage, silence
+//      for 2 s), carries another communicator's tag, claims a rank that is not an expected peer, or repeats an index
+//      is closed and logged (rate-limited); the wait goes on.
+// Step 3 waits for the peer's answer to the handshake, so for step 4 of that lower peer. That is no cycle: the
+// lowest rank has nothing to connect to and goes straight to step 4, and by induction every rank reaches its accept
+// loop once the ranks below it have.
 #include "transports/tcp/tcp_transport.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "base/boot/handshake.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/params.h"
@@ -46,33 +51,32 @@ std::map<int, std::vector<net::Fd>> acceptAll(const ConnectContext& ctx, int lis
     missing += n;
   }
   const uint64_t tag = ctx.bootstrap->commTag();
+  boot::Acceptor acceptor(listenFd, ctx.bootstrap->secret(), ctx.rank, fmt::format("tcp: rank {}", ctx.rank));
   while (missing > 0) {
-    net::Fd fd;
-    try {
-      fd = net::acceptUntil(listenFd, deadline);
-    } catch (const Error& e) {
+    std::optional<boot::Acceptor::Peer> peer = acceptor.next(deadline);
+    if (!peer) {
       std::string who;
       for (auto& [p, socks] : got)
         for (size_t i = 0; i < socks.size(); ++i)
           if (!socks[i]) who += fmt::format(" {}#{}", describePeer(ctx.peers.at(p)), i);
       throwRemoteError(
-          fmt::format("tcp: rank {} timed out waiting for connections from:{} ({}). Those ranks may "
-                      "have failed during init, or cannot reach this host (firewall, HOCCL_SOCKET_IFNAME)",
-                      ctx.rank, who, e.what()));
+          fmt::format("tcp: rank {} timed out waiting for connections from:{}. Those ranks may have failed during "
+                      "init, or cannot reach this host (firewall, HOCCL_SOCKET_IFNAME); raise HOCCL_TIMEOUT if they "
+                      "are only slow",
+                      ctx.rank, who));
     }
-    net::Hello hello;
-    auto helloDeadline = std::min(deadline, net::Clock::now() + std::chrono::seconds(10));
-    if (!net::readHello(fd.get(), ctx.bootstrap->secret(), &hello, helloDeadline)) continue;  // logged by readHello
+    const boot::Hello& hello = peer->hello;
     auto it = got.find(hello.rank);
     bool ok = hello.tag == tag && it != got.end() && hello.index >= 0 &&
               static_cast<size_t>(hello.index) < it->second.size() && !it->second[hello.index];
     if (!ok) {
-      HOCCL_WARN(kNet,
-                 "tcp: rank {} dropped a connection that proved the secret but claims rank {} connection {} "
-                 "with tag {:#x} (expected tag {:#x}); a stale or misconfigured process of this job?",
-                 ctx.rank, hello.rank, hello.index, hello.tag, tag);
+      boot::noteRejected(fmt::format("tcp: rank {}", ctx.rank), peer->from,
+                         fmt::format("it proved the job secret but claims rank {} connection {} with tag {:#x} "
+                                     "(expected tag {:#x}); a stale or misconfigured process of this job?",
+                                     hello.rank, hello.index, hello.tag, tag));
       continue;
     }
+    net::Fd& fd = peer->fd;
     it->second[hello.index] = std::move(fd);
     --missing;
   }
@@ -122,7 +126,10 @@ std::map<int, std::unique_ptr<Channel>> TcpTransport::connect(const ConnectConte
                                    card.addr.toString());
     for (int i = 0; i < n; ++i) {
       net::Fd fd = net::connectUntil(card.addr, deadline, what);
-      net::sendHello(fd.get(), ctx.bootstrap->secret(), net::Hello{ctx.bootstrap->commTag(), ctx.rank, i}, deadline);
+      boot::authenticate(fd.get(), ctx.bootstrap->secret(), boot::Hello{ctx.bootstrap->commTag(), ctx.rank, p, i},
+                         deadline, what,
+                         "Every rank must come from the same job (the same unique id / HOCCL_AUTH_TOKEN); the "
+                         "address may now belong to another process (a stale or restarted rank?)");
       sockets[p].push_back(std::move(fd));
     }
   }

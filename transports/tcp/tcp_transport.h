@@ -1,7 +1,7 @@
 /// @file tcp_transport.h
 /// The tcp transport: reaches every peer (always available, always last). One listener per rank during connect;
-/// the higher rank of a pair connects, the lower accepts; every accepted connection must first prove the job secret
-/// with net::readHello. Parameters (base/param_list.h): HOCCL_TCP_CONNS (connections per peer), HOCCL_TCP_STRIPE_SIZE
+/// the higher rank of a pair connects, the lower accepts; both sides of every connection first prove the job secret
+/// to each other (base/boot/handshake.h). Parameters (base/param_list.h): HOCCL_TCP_CONNS (connections per peer), HOCCL_TCP_STRIPE_SIZE
 /// (bytes per stripe); a pair uses the smaller of the two sides' values.
 #pragma once
 
