@@ -49,7 +49,10 @@
   INT(TCP_STRIPE_SIZE, 524288, 4096, int64_t{1} << 30,                                                                 \
       "Bytes per stripe when a tcp message is split across the connections of a peer (rounded up to a multiple of "    \
       "4096)")                                                                                                         \
-  STRING(NET, "", "Accepted for NCCL compatibility and ignored: no effect, tcp is the only transport between hosts")   \
+  STRING(NET, "",                                                                                                     \
+         "The network transport for peers that shared memory does not reach (all peers with SHM_DISABLE=1): tcp or "   \
+         "ucx (when built with UCX), case-insensitive, socket = tcp; unset: tcp. An unknown or missing one fails "      \
+         "init listing what the build has")                                                                            \
   INT(IB_DISABLE, 0, 0, 1,                                                                                             \
       "Accepted for NCCL compatibility and ignored: no effect, hoccl has no RDMA (ibverbs) transport")                 \
   STRING(SOCKET_IFNAME, "",                                                                                            \

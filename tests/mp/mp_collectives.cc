@@ -2,7 +2,7 @@
 // processes over shm or tcp, checked element by element against a double-precision reference. Then grouped
 // send/recv (ring and all-to-all patterns in shuffled call order) and CommSplit.
 //
-// Usage: mp_collectives --ranks N --transport shm|tcp [--large]
+// Usage: mp_collectives --ranks N --transport shm|tcp|ucx [--large]
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -315,8 +315,11 @@ int main(int argc, char** argv) {
     else if (a == "--transport" && i + 1 < argc) transport = argv[++i];
     else if (a == "--large") large = true;
   }
-  if (transport == "tcp") setenv("HOCCL_SHM_DISABLE", "1", 1);
+  // tcp and ucx carry every peer (shm off); ucx runs over the wires UCX_TLS names.
+  if (transport == "tcp" || transport == "ucx") setenv("HOCCL_SHM_DISABLE", "1", 1);
   else unsetenv("HOCCL_SHM_DISABLE");
+  if (transport == "ucx") setenv("HOCCL_NET", "ucx", 1);
+  else unsetenv("HOCCL_NET");
   int rc = runRanks(
       nranks,
       [&](int rank, int n, const hocclUniqueId& id) {

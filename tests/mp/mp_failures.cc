@@ -15,7 +15,7 @@
 // its real host and pid. Survivors write their verdicts into a page shared by all processes, so a failing survivor
 // is never hidden behind the killed rank's exit status.
 //
-// Usage: mp_failures --transport shm|tcp [--case kill|stop|silent|abort|leaver|all] [--repeat N]
+// Usage: mp_failures --transport shm|tcp|ucx [--case kill|stop|silent|abort|leaver|all] [--repeat N]
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -243,8 +243,11 @@ int main(int argc, char** argv) {
     else if (a == "--case" && i + 1 < argc) which = argv[++i];
     else if (a == "--repeat" && i + 1 < argc) repeat = std::max(1, std::atoi(argv[++i]));
   }
-  if (transport == "tcp") setenv("HOCCL_SHM_DISABLE", "1", 1);
+  // tcp and ucx carry every peer (shm off); ucx runs over the wires UCX_TLS names.
+  if (transport == "tcp" || transport == "ucx") setenv("HOCCL_SHM_DISABLE", "1", 1);
   else unsetenv("HOCCL_SHM_DISABLE");
+  if (transport == "ucx") setenv("HOCCL_NET", "ucx", 1);
+  else unsetenv("HOCCL_NET");
   void* page = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (page == MAP_FAILED) {
     std::perror("mmap");
