@@ -28,7 +28,7 @@ namespace {
 
 /// A network transport HOCCL_NET can name.
 struct NetEntry {
-  const char* name;                               ///< lower case, as HOCCL_NET names it
+  const char* name;                                  ///< lower case, as HOCCL_NET names it
   std::function<std::unique_ptr<Transport>()> make;  ///< builds it (reading its parameters)
 };
 

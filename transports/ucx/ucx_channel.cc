@@ -64,9 +64,10 @@ void UcxChannel::postSend(const void* data, size_t bytes) {
   if (!data)
     throwInvalidArgument(fmt::format("ucx: send of {} bytes to rank {} from a null buffer", bytes, peer_.rank));
   if (bytes > kMaxMessage)
-    throwInvalidArgument(fmt::format("ucx: a message of {} bytes to rank {} is larger than the {} bytes a tag "
-                                     "describes; split it",
-                                     bytes, peer_.rank, kMaxMessage));
+    throwInvalidArgument(
+        fmt::format("ucx: a message of {} bytes to rank {} is larger than the {} bytes a tag "
+                    "describes; split it",
+                    bytes, peer_.rank, kMaxMessage));
   PeerEp& p = worker_->peer(peer_.rank);
   if (p.error != UCS_OK) fail(statusText(p.error));
   auto op = std::make_unique<Op>();

@@ -54,9 +54,10 @@ std::map<int, std::unique_ptr<Channel>> UcxTransport::connect(const ConnectConte
   try {
     for (int p : peers) {
       if (addresses[p].empty())
-        throwInternalError(fmt::format("ucx: rank {} wants a ucx channel to {}, which has no UCX worker; the ranks "
-                                       "disagree on the transport (different HOCCL_NET or HOCCL_SHM_DISABLE?)",
-                                       ctx.rank, describePeer(ctx.peers.at(p))));
+        throwInternalError(
+            fmt::format("ucx: rank {} wants a ucx channel to {}, which has no UCX worker; the ranks "
+                        "disagree on the transport (different HOCCL_NET or HOCCL_SHM_DISABLE?)",
+                        ctx.rank, describePeer(ctx.peers.at(p))));
       worker->connect(p, addresses[p], describePeer(ctx.peers.at(p)));
     }
   } catch (const Error& e) {
@@ -68,7 +69,8 @@ std::map<int, std::unique_ptr<Channel>> UcxTransport::connect(const ConnectConte
     auto bad = worker->flushAll(net::defaultDeadline());
     if (!bad.empty()) {
       std::string who;
-      for (auto& [p, why] : bad) who += fmt::format("{}{} ({})", who.empty() ? "" : ", ", describePeer(ctx.peers.at(p)), why);
+      for (auto& [p, why] : bad)
+        who += fmt::format("{}{} ({})", who.empty() ? "" : ", ", describePeer(ctx.peers.at(p)), why);
       failure = Error(hocclRemoteError,
                       fmt::format("ucx: rank {} could not complete UCX's wire-up with {}. Check that UCX_TLS and "
                                   "UCX_NET_DEVICES name transports both hosts have (ucx_info -d) and that the "

@@ -58,8 +58,8 @@ Worker::Worker(int rank, int nranks, size_t expectedPeers) : rank_(rank), peers_
                                               "environment variables (ucx_info -c lists them)",
                                               rank, statusText(st)));
   ucp_params_t params{};
-  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
-                      UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_NAME;
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
+                      UCP_PARAM_FIELD_NAME;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   params.mt_workers_shared = 0;
   params.estimated_num_eps = std::max<size_t>(1, expectedPeers);
@@ -120,8 +120,10 @@ void Worker::connect(int peer, const std::vector<char>& peerAddress, const std::
     ep.field_mask &= ~(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
     st = ucp_ep_create(worker_, &ep, &p.ep);
     if (st == UCS_OK)
-      HOCCL_INFO(kNet, "ucx: rank {} -> {}: no UCX transport with peer error handling, endpoint made without (a dead "
-                 "peer is then found by hoccl's failure detection)", rank_, peerText);
+      HOCCL_INFO(kNet,
+                 "ucx: rank {} -> {}: no UCX transport with peer error handling, endpoint made without (a dead "
+                 "peer is then found by hoccl's failure detection)",
+                 rank_, peerText);
   }
   if (st != UCS_OK) {
     p.ep = nullptr;
@@ -243,10 +245,12 @@ std::string Worker::describeEndpoint(int peer) const {
 }
 
 void Worker::closeEndpoints() {
-  bool anyFailed = false;
-  for (PeerEp& p : peers_) anyFailed = anyFailed || (p.ep && p.error != UCS_OK);
-  // Gracefully (flushing what is in flight) unless a peer failed; bounded either way.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(anyFailed ? 1 : 3);
+  // Clean (every operation finished, no peer failed): close gracefully, flushing what is in flight, bounded. Else
+  // (a failure, an abort, a timeout left operations behind): force, which completes what is outstanding with
+  // UCS_ERR_CANCELED, so that nothing is left on an endpoint when the worker goes.
+  bool unclean = !orphans_.empty();
+  for (PeerEp& p : peers_) unclean = unclean || (p.ep && p.error != UCS_OK);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(unclean ? 1 : 3);
   std::vector<std::pair<void*, std::unique_ptr<Op>>> closing;
   for (PeerEp& p : peers_) {
     if (!p.ep) continue;
@@ -255,7 +259,7 @@ void Worker::closeEndpoints() {
     rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     rp.cb.send = onFlushed;
     rp.user_data = op.get();
-    if (p.errorHandling && (anyFailed || p.error != UCS_OK)) {  // force needs peer error handling on both sides
+    if (unclean) {
       rp.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
       rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
     }
@@ -269,11 +273,16 @@ void Worker::closeEndpoints() {
 }
 
 Worker::~Worker() {
+  const bool unclean = !orphans_.empty();
   closeEndpoints();
   for (auto& s : staging_)
     if (s->memh) ucp_mem_unmap(context_, s->memh);
+  // After a failure UCX warns about messages nobody will receive any more; hoccl has reported the failure already.
+  const ucs_log_level_t level = ucs_global_opts.log_component.log_level;
+  if (unclean) ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_ERROR;
   ucp_worker_destroy(worker_);
   ucp_cleanup(context_);
+  ucs_global_opts.log_component.log_level = level;
 }
 
 }  // namespace hoccl::transport::ucx

@@ -112,7 +112,7 @@ class Worker {
   int rank_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
-  int efd_ = -1;  ///< the worker's event descriptor (-1: no wakeup support: naps)
+  int efd_ = -1;                ///< the worker's event descriptor (-1: no wakeup support: naps)
   bool peerErrorsWork_ = true;  ///< false once UCX found no transport with peer error handling
   std::vector<char> address_;
   std::vector<PeerEp> peers_;
