@@ -32,7 +32,8 @@
   INT(CHUNK_SIZE, 1048576, 1, int64_t{1} << 30,                                                                        \
       "Pipelining chunk in bytes of the ring broadcast and reduce and of every HO-Ring collective")                    \
   /* Transports (transports/) */                                                                                       \
-  INT(SHM_DISABLE, 0, 0, 1, "1 turns the shared-memory transport off: peers on the same host then use tcp")            \
+  INT(SHM_DISABLE, 0, 0, 1,                                                                                            \
+      "1 turns the shared-memory transport off: peers on the same host then use the network transport (NET)")          \
   INT(SHM_SLOT_SIZE, 524288, 4096, int64_t{1} << 30,                                                                   \
       "Bytes per shared-memory ring slot (rounded up to a multiple of 4096)")                                          \
   INT(SHM_SLOTS, 8, 2, 64, "Slots per shared-memory ring (one ring per direction and peer)")                           \
