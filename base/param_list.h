@@ -43,7 +43,8 @@
   INT(CHUNK_SIZE, 1048576, 1, int64_t{1} << 30,                                                                        \
       "Pipelining chunk in bytes of the ring broadcast and reduce and of every HO-Ring collective")                    \
   /* Transports (transports/) */                                                                                       \
-  INT(SHM_DISABLE, 0, 0, 1, "1 turns the shared-memory transport off: peers on the same host then use tcp")            \
+  INT(SHM_DISABLE, 0, 0, 1,                                                                                            \
+      "1 turns the shared-memory transport off: peers on the same host then use the network transport (NET)")          \
   INT(SHM_SLOT_SIZE, 524288, 4096, int64_t{1} << 30,                                                                   \
       "Bytes per shared-memory ring slot (rounded up to a multiple of 4096)")                                          \
   INT(SHM_SLOTS, 8, 2, 64, "Slots per shared-memory ring (one ring per direction and peer)")                           \
@@ -60,7 +61,10 @@
   INT(TCP_STRIPE_SIZE, 524288, 4096, int64_t{1} << 30,                                                                 \
       "Bytes per stripe when a tcp message is split across the connections of a peer (rounded up to a multiple of "    \
       "4096)")                                                                                                         \
-  STRING(NET, "", "Accepted for NCCL compatibility and ignored: no effect, tcp is the only transport between hosts")   \
+  STRING(NET, "",                                                                                                     \
+         "The network transport for peers that shared memory does not reach (all peers with SHM_DISABLE=1): tcp, "     \
+         "ucx (when built with UCX) or ib (ibverbs, when built), case-insensitive, socket = tcp; unset: ibverbs where " \
+         "both ranks have an RDMA port, else tcp. An unknown or missing one fails init listing what the build has")    \
   /* RDMA verbs transport (transports/ibverbs) */                                                                      \
   INT(IB_DISABLE, 0, 0, 1,                                                                                             \
       "1 turns the ibverbs (RDMA) transport off; without it, or without a usable RDMA device, peers on other hosts "   \

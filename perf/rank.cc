@@ -8,7 +8,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -129,16 +131,30 @@ std::vector<RankDesc> Runner::describeRanks() {
   struct Wire {
     int32_t pid;
     char host[60];
+    char transports[64];
   };
   Wire mine{};
   mine.pid = getpid();
   gethostname(mine.host, sizeof(mine.host) - 1);
+  // Which transports carry this rank's peers, with how many peers each ("shm x1, ucx x6").
+  std::vector<std::pair<std::string, int>> used;
+  for (int p = 0; p < nranks_; ++p) {
+    const char* name = nullptr;
+    if (p == rank_ || hocclCommPeerTransport(comm_, p, &name) != hocclSuccess || !name) continue;
+    auto it = std::find_if(used.begin(), used.end(), [&](const auto& u) { return u.first == name; });
+    if (it == used.end()) used.emplace_back(name, 1);
+    else ++it->second;
+  }
+  std::string summary;
+  for (const auto& [name, n] : used) summary += fmt::format("{}{} x{}", summary.empty() ? "" : ", ", name, n);
+  std::snprintf(mine.transports, sizeof(mine.transports), "%s", summary.empty() ? "none" : summary.c_str());
   std::vector<Wire> all(nranks_);
   check(hocclAllGather(&mine, all.data(), sizeof(Wire), hocclUint8, comm_, nullptr), "hocclAllGather (rank table)");
   std::vector<RankDesc> out;
   for (int r = 0; r < nranks_; ++r) {
     all[r].host[sizeof(all[r].host) - 1] = '\0';
-    out.push_back({r, all[r].pid, all[r].host});
+    all[r].transports[sizeof(all[r].transports) - 1] = '\0';
+    out.push_back({r, all[r].pid, all[r].host, all[r].transports});
   }
   return out;
 }

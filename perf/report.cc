@@ -65,6 +65,8 @@ void Report::printPreamble(const std::vector<RankDesc>& ranks) {
                  device);
     else fmt::print("#  Rank {:2} Group  0 Pid {:6} on {:>10} device -1 [host] host memory\n", r.rank, r.pid, r.host);
   }
+  fmt::print("#\n# Transports to the peers\n");
+  for (const auto& r : ranks_) fmt::print("#  Rank {:2} {}\n", r.rank, r.transports.empty() ? "-" : r.transports);
   std::fflush(stdout);
 }
 

@@ -12,9 +12,10 @@ namespace hoccl_perf {
 
 /// Where one rank runs (printed under "# Using devices").
 struct RankDesc {
-  int rank;          ///< global rank
-  int pid;           ///< process id
-  std::string host;  ///< host name
+  int rank;                     ///< global rank
+  int pid;                      ///< process id
+  std::string host;             ///< host name
+  std::string transports = {};  ///< the transports to its peers, with their peer counts ("shm x1, ucx x6")
 };
 
 /// Results of one direction (out-of-place or in-place) of one table row.

@@ -244,6 +244,9 @@ hocclResult_t hocclCommGetCounters(hocclComm_t comm, hocclCommCounters_t* counte
 hocclResult_t hocclCommResetCounters(hocclComm_t comm);
 /// Host index (0..nhosts-1, numbered by first rank) and switch index of `rank` in comm. hoccl extension.
 hocclResult_t hocclCommRankLocation(hocclComm_t comm, int rank, int* hostIndex, int* switchIndex);
+/// The transport that carries comm's traffic to `peer` ("shm", "tcp", "ucx", ...; "self" for comm's own rank), as
+/// chosen at init (HOCCL_NET, HOCCL_SHM_DISABLE); the text lives as long as comm. hoccl extension.
+hocclResult_t hocclCommPeerTransport(hocclComm_t comm, int peer, const char** name);
 
 /// A human-readable string for a result code.
 const char* hocclGetErrorString(hocclResult_t result);

@@ -436,4 +436,15 @@ hocclResult_t hocclCommRankLocation(hocclComm_t comm, int rank, int* hostIndex, 
   });
 }
 
+hocclResult_t hocclCommPeerTransport(hocclComm_t comm, int peer, const char** name) {
+  return guarded("hocclCommPeerTransport", [&] {
+    Communicator& c = liveComm(comm, true);
+    if (name == nullptr) throwInvalidArgument("name is NULL");
+    if (peer < 0 || peer >= c.nranks())
+      throwInvalidArgument("peer " + std::to_string(peer) + " is outside 0.." + std::to_string(c.nranks() - 1));
+    *name = c.transportName(peer).c_str();
+    return hocclSuccess;
+  });
+}
+
 }  // extern "C"

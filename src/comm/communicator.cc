@@ -57,20 +57,10 @@ Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::
   recorder_ = std::make_unique<FlightRecorder>(static_cast<size_t>(params::TRACE_SIZE.get()), ctx.jobTag, name_, rank,
                                                nranks);
 
-  transportOfPeer_.assign(nranks, "self");
-  std::vector<std::vector<int>> peersOf(transports_.size());
-  for (int p = 0; p < nranks; ++p) {
-    if (p == rank) continue;
-    for (size_t t = 0; t < transports_.size(); ++t) {
-      if (transports_[t]->canConnect(ctx, p)) {
-        peersOf[t].push_back(p);
-        transportOfPeer_[p] = transports_[t]->name();
-        break;
-      }
-    }
-    if (transportOfPeer_[p] == "self")
-      throwInternalError(fmt::format("rank {}: no transport can reach rank {}", rank, p));
-  }
+  // Which transport carries each peer (logged per peer, with the reason, at HOCCL_DEBUG=INFO).
+  transport::PeerPlan plan = transport::assignPeers(transports_, ctx);
+  transportOfPeer_ = plan.transportOf;
+  const std::vector<std::vector<int>>& peersOf = plan.peersOf;
   for (size_t t = 0; t < transports_.size(); ++t) {
     auto channels = transports_[t]->connect(ctx, peersOf[t]);
     for (auto& [peer, ch] : channels) channels_[peer] = std::move(ch);

@@ -5,7 +5,7 @@
 // With --device (and HOCCL_DEVICE=sim) every buffer of the matrix is device memory and every call is stream-ordered on
 // a stream of this rank: the results are read after hocclStreamSynchronize. tests/mp/mp_device.cc checks the ordering.
 //
-// Usage: mp_collectives --ranks N --transport shm|tcp [--large] [--device]
+// Usage: mp_collectives --ranks N --transport shm|tcp|ucx [--large] [--device]
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -348,8 +348,11 @@ int main(int argc, char** argv) {
     else if (a == "--large") large = true;
     else if (a == "--device") gDevice = true;
   }
-  if (transport == "tcp") setenv("HOCCL_SHM_DISABLE", "1", 1);
+  // tcp and ucx carry every peer (shm off); ucx runs over the wires UCX_TLS names.
+  if (transport == "tcp" || transport == "ucx") setenv("HOCCL_SHM_DISABLE", "1", 1);
   else unsetenv("HOCCL_SHM_DISABLE");
+  if (transport == "ucx") setenv("HOCCL_NET", "ucx", 1);
+  else unsetenv("HOCCL_NET");
   int rc = runRanks(
       nranks,
       [&](int rank, int n, const hocclUniqueId& id) {

@@ -17,7 +17,7 @@
 //
 // The streams of cases 1, 2 and 4 use --coll (all-reduce unless told; tools/fault-matrix runs the others).
 //
-// Usage: mp_failures --transport shm|tcp [--case kill|stop|silent|abort|leaver|all] [--repeat N]
+// Usage: mp_failures --transport shm|tcp|ucx [--case kill|stop|silent|abort|leaver|all] [--repeat N]
 //                    [--coll allreduce|allgather|reducescatter|broadcast]
 #include <signal.h>
 #include <sys/mman.h>
@@ -266,8 +266,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mp_failures: --coll is allreduce, allgather, reducescatter or broadcast\n");
     return 2;
   }
-  if (transport == "tcp") setenv("HOCCL_SHM_DISABLE", "1", 1);
+  // tcp and ucx carry every peer (shm off); ucx runs over the wires UCX_TLS names.
+  if (transport == "tcp" || transport == "ucx") setenv("HOCCL_SHM_DISABLE", "1", 1);
   else unsetenv("HOCCL_SHM_DISABLE");
+  if (transport == "ucx") setenv("HOCCL_NET", "ucx", 1);
+  else unsetenv("HOCCL_NET");
   void* page = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (page == MAP_FAILED) {
     std::perror("mmap");

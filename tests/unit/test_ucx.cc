@@ -1,0 +1,358 @@
+// The ucx transport for real, over UCX's tcp and its shared memory (UCX_TLS=tcp, UCX_TLS=sm): ranks as threads and as
+// forked processes joined by a real bootstrap, random payloads checked byte for byte against a regenerated copy,
+// direct and sink receives. Then a receive whose length differs from the message's (both lengths named, nothing
+// written past the buffer), a killed peer (an error naming it, in bounded time), and the choice of transports per
+// peer from HOCCL_NET (transports/registry.h). Built only when meson found UCX.
+#include <sched.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "rank_runner.h"
+#include "base/boot/bootstrap.h"
+#include "base/error.h"
+#include "transports/registry.h"
+#include "transports/ucx/ucx_transport.h"
+
+using namespace hoccl;
+using hoccl::test::firstError;
+using hoccl::test::runProcesses;
+using hoccl::test::runThreads;
+using namespace hoccl::transport;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+/// Sets an environment variable for the life of a scope (restoring the old value).
+struct ScopedEnv {
+  std::string name;
+  std::optional<std::string> old;
+  ScopedEnv(const char* n, const char* v) : name(n) {
+    if (const char* o = std::getenv(n)) old = o;
+    setenv(n, v, 1);
+  }
+  ~ScopedEnv() {
+    if (old) setenv(name.c_str(), old->c_str(), 1);
+    else unsetenv(name.c_str());
+  }
+};
+
+/// One rank's connected state.
+struct RankState {
+  std::unique_ptr<boot::Bootstrap> boot;
+  std::unique_ptr<Transport> transport;
+  std::map<int, std::unique_ptr<Channel>> channels;
+  std::vector<Channel*> list() const {
+    std::vector<Channel*> v;
+    for (auto& [p, ch] : channels) v.push_back(ch.get());
+    return v;
+  }
+};
+
+RankState connectRank(const boot::UniqueId& id, int rank, int nranks) {
+  boot::RankInfo self;
+  self.rank = rank;
+  self.pid = getpid();
+  self.hostHash = 0x7e57;
+  std::snprintf(self.hostname, sizeof(self.hostname), "testhost");
+  RankState st;
+  st.boot = std::make_unique<boot::Bootstrap>(id, rank, nranks, self);
+  st.transport = std::make_unique<ucx::UcxTransport>();
+  ConnectContext ctx;
+  ctx.bootstrap = st.boot.get();
+  ctx.rank = rank;
+  ctx.nranks = nranks;
+  ctx.peers = st.boot->ranks();
+  ctx.jobTag = fmt::format("{:016x}", st.boot->commTag());
+  std::vector<int> peers;
+  for (int p = 0; p < nranks; ++p)
+    if (p != rank) peers.push_back(p);
+  st.channels = st.transport->connect(ctx, peers);
+  return st;
+}
+
+/// Drives channels until nothing is pending (spin, yield, then sleep on a channel); throws after `limit`.
+void drive(const std::vector<Channel*>& chans, std::chrono::seconds limit = std::chrono::seconds(60)) {
+  auto deadline = Clock::now() + limit;
+  unsigned idle = 0;
+  while (true) {
+    bool moved = false, pending = false;
+    for (Channel* ch : chans) {
+      moved = ch->progress() || moved;
+      pending = pending || ch->pending() > 0;
+    }
+    if (!pending) return;
+    if (moved) {
+      idle = 0;
+      continue;
+    }
+    if (++idle < 64) continue;
+    if (idle < 96) {
+      sched_yield();
+      continue;
+    }
+    for (Channel* ch : chans)
+      if (ch->pending()) {
+        ch->waitForActivity(500);
+        break;
+      }
+    if (Clock::now() > deadline) throw std::runtime_error("drive: timed out with operations still pending");
+  }
+}
+
+std::vector<unsigned char> payload(int from, int to, size_t index, size_t bytes) {
+  std::mt19937_64 gen((static_cast<uint64_t>(from) << 40) ^ (static_cast<uint64_t>(to) << 20) ^ index ^ bytes);
+  std::vector<unsigned char> v(bytes);
+  for (auto& c : v) c = static_cast<unsigned char>(gen());
+  return v;
+}
+
+/// Many messages in flight both ways, all posted before any progress: sizes from 0 to 16 MiB (UCX's eager and
+/// rendezvous), direct and sink receives (sinks get one consecutive piece that is a multiple of the granule).
+void exchange(const RankState& st, int rank, int count) {
+  struct Msg {
+    size_t bytes, granule;
+    bool sink;
+  };
+  auto plan = [&](int from, int to) {
+    std::mt19937 gen(static_cast<unsigned>(from * 7919 + to * 104729));
+    std::vector<Msg> msgs;
+    for (int i = 0; i < count; ++i) {
+      size_t granule = size_t{1} << (gen() % 4);
+      size_t elems = i == 0 ? (16u << 20) / granule : gen() % 5 == 0 ? 0 : gen() % (i % 8 == 0 ? 300000 : 3000);
+      msgs.push_back({elems * granule, granule, gen() % 2 == 0});
+    }
+    return msgs;
+  };
+  std::map<int, std::vector<std::vector<unsigned char>>> out, in;
+  std::map<int, std::vector<size_t>> sunk;
+  std::string sinkError;
+  for (auto& [p, ch] : st.channels) {
+    auto sendPlan = plan(rank, p), recvPlan = plan(p, rank);
+    in[p].resize(count);
+    sunk[p].assign(count, 0);
+    for (int i = 0; i < count; ++i) {
+      out[p].push_back(payload(rank, p, i, sendPlan[i].bytes));
+      in[p][i].assign(recvPlan[i].bytes, 0);
+    }
+    for (int i = 0; i < count; ++i) {
+      const Msg& m = recvPlan[i];
+      if (!m.sink) {
+        ch->postRecv(m.bytes, RecvTarget{in[p][i].data(), {}, m.granule});
+      } else {
+        unsigned char* dst = in[p][i].data();
+        size_t* got = &sunk[p][i];
+        size_t g = m.granule;
+        RecvTarget t;
+        t.granule = g;
+        t.sink = [dst, got, g, &sinkError](const void* data, size_t offset, size_t len) {
+          if (offset != *got || len == 0 || len % g != 0)
+            sinkError = fmt::format("sink piece offset {} len {} (expected offset {}, granule {})", offset, len, *got,
+                                    g);
+          std::memcpy(dst + offset, data, len);
+          *got += len;
+        };
+        ch->postRecv(m.bytes, std::move(t));
+      }
+      ch->postSend(out[p][i].data(), sendPlan[i].bytes);
+    }
+  }
+  drive(st.list());
+  if (!sinkError.empty()) throw std::runtime_error(sinkError);
+  for (auto& [p, ch] : st.channels)
+    for (int i = 0; i < count; ++i)
+      if (in[p][i] != payload(p, rank, i, in[p][i].size()))
+        throw std::runtime_error(
+            fmt::format("message {} ({} bytes) from rank {} arrived corrupted", i, in[p][i].size(), p));
+}
+
+/// A context for assignPeers: `hosts[r]` is rank r's host.
+ConnectContext fakeContext(int rank, const std::vector<int>& hosts) {
+  ConnectContext ctx;
+  ctx.rank = rank;
+  ctx.nranks = static_cast<int>(hosts.size());
+  for (int r = 0; r < ctx.nranks; ++r) {
+    boot::RankInfo info;
+    info.rank = r;
+    info.pid = 1000 + r;
+    info.hostHash = 0x100 + hosts[r];
+    std::snprintf(info.hostname, sizeof(info.hostname), "host%d", hosts[r]);
+    ctx.peers.push_back(info);
+  }
+  return ctx;
+}
+
+std::vector<std::string> names(const std::vector<std::unique_ptr<Transport>>& list) {
+  std::vector<std::string> v;
+  for (auto& t : list) v.push_back(t->name());
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("ucx: HOCCL_NET chooses the network transport; shm keeps the peers of its host", "[ucx][registry]") {
+  ScopedEnv noShm("HOCCL_SHM_DISABLE", "0");
+  {
+    ScopedEnv net("HOCCL_NET", "ucx");
+    CHECK(names(makeTransports()) == std::vector<std::string>{"shm", "ucx"});
+    // Ranks 0 and 1 on host 0, rank 2 on host 1: shm for 1, ucx for 2.
+    auto list = makeTransports();
+    PeerPlan plan = assignPeers(list, fakeContext(0, {0, 0, 1}));
+    CHECK(plan.transportOf == std::vector<std::string>{"self", "shm", "ucx"});
+    CHECK(plan.peersOf == std::vector<std::vector<int>>{{1}, {2}});
+  }
+  {
+    ScopedEnv net("HOCCL_NET", "UCX");  // NCCL_NET=UCX spelling: case does not matter
+    ScopedEnv off("HOCCL_SHM_DISABLE", "1");
+    auto list = makeTransports();
+    CHECK(names(list) == std::vector<std::string>{"ucx"});
+    PeerPlan plan = assignPeers(list, fakeContext(1, {0, 0, 1}));
+    CHECK(plan.transportOf == std::vector<std::string>{"ucx", "self", "ucx"});
+  }
+  {
+    ScopedEnv net("HOCCL_NET", "Socket");  // NCCL's name for its socket transport
+    CHECK(names(makeTransports()) == std::vector<std::string>{"shm", "tcp"});
+  }
+  {
+    ScopedEnv net("HOCCL_NET", "tcp");
+    CHECK(names(makeTransports()) == std::vector<std::string>{"shm", "tcp"});
+  }
+  CHECK(names(makeTransports()) == std::vector<std::string>{"shm", "tcp"});  // unset: as before
+  {
+    ScopedEnv net("HOCCL_NET", "carrier-pigeon");
+    try {
+      makeTransports();
+      FAIL("an unknown HOCCL_NET was accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == hocclInvalidArgument);
+      CHECK(std::string(e.what()).find("carrier-pigeon") != std::string::npos);
+      CHECK(std::string(e.what()).find("tcp, ucx") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("ucx between threads and processes: many messages up to 16 MiB, over tcp and sm", "[ucx]") {
+  for (const char* tls : {"tcp", "sm"}) {
+    ScopedEnv env("UCX_TLS", tls);
+    DYNAMIC_SECTION("threads, UCX_TLS=" << tls) {
+      auto id = boot::createUniqueId();
+      auto errors = runThreads(3, [&](int r) {
+        RankState st = connectRank(id, r, 3);
+        exchange(st, r, 60);
+        st.boot->barrier();
+      });
+      INFO(firstError(errors));
+      CHECK(firstError(errors).empty());
+    }
+    DYNAMIC_SECTION("processes, UCX_TLS=" << tls) {
+      auto id = boot::createUniqueId();
+      auto results = runProcesses(
+          2,
+          [&](int r) {
+        RankState st = connectRank(id, r, 2);
+        exchange(st, r, 60);
+        st.boot->barrier();
+        return std::string();
+          },
+          std::chrono::seconds(120));
+      INFO(firstError(results));
+      CHECK(firstError(results).empty());
+    }
+  }
+}
+
+TEST_CASE("ucx: a receive that does not match the message's length is an error naming both", "[ucx]") {
+  // Rank 0 sends `sent` bytes, rank 1 posts a receive of `posted` bytes (guard bytes after it): rank 1 fails with
+  // hocclInvalidUsage naming both lengths; nothing is written beyond its buffer. Eager and rendezvous sizes.
+  ScopedEnv env("UCX_TLS", "tcp");
+  for (auto [sent, posted] :
+       {std::pair<size_t, size_t>{200, 100}, {100, 200}, {3u << 20, 1u << 20}, {1u << 20, 3u << 20}}) {
+    DYNAMIC_SECTION("sent " << sent << ", posted " << posted) {
+      auto id = boot::createUniqueId();
+      std::string receiverError;
+      int receiverCode = hocclSuccess;
+      bool guardIntact = true;
+      auto errors = runThreads(2, [&](int r) {
+        RankState st = connectRank(id, r, 2);
+        Channel& ch = *st.channels.at(1 - r);
+        if (r == 0) {
+          std::vector<unsigned char> out(sent, 7);
+          ch.postSend(out.data(), sent);
+          try {
+            drive({&ch}, std::chrono::seconds(3));
+          } catch (const std::exception&) {
+            // the receiver gave up on the message, so the rest of it may never be taken
+          }
+        } else {
+          const size_t guard = 64;
+          std::vector<unsigned char> in(posted + guard, 0xA5);
+          ch.postRecv(posted, RecvTarget{in.data(), {}, 1});
+          try {
+            drive({&ch}, std::chrono::seconds(10));
+          } catch (const Error& e) {
+            receiverCode = e.code();
+            receiverError = e.what();
+          }
+          for (size_t i = posted; i < in.size(); ++i) guardIntact = guardIntact && in[i] == 0xA5;
+        }
+        st.boot->barrier();
+      });
+      INFO(firstError(errors));
+      CHECK(firstError(errors).empty());
+      INFO(receiverError);
+      CHECK(receiverCode == hocclInvalidUsage);
+      CHECK(receiverError.find("mismatch") != std::string::npos);
+      CHECK(receiverError.find(std::to_string(sent)) != std::string::npos);
+      CHECK(receiverError.find(std::to_string(posted)) != std::string::npos);
+      CHECK(guardIntact);
+    }
+  }
+}
+
+TEST_CASE("ucx: a peer killed mid-transfer is a RemoteError naming it, within seconds", "[ucx][fork]") {
+  // Rank 1 exits abruptly (no goodbye) while rank 0 waits for a large message from it. Only UCX can tell rank 0
+  // (no communicator health here): its endpoint error must surface as hocclRemoteError naming rank 1, not a hang.
+  ScopedEnv env("UCX_TLS", "tcp");
+  auto id = boot::createUniqueId();
+  auto results = runProcesses(
+      2,
+      [&](int r) -> std::string {
+        RankState st = connectRank(id, r, 2);
+        Channel& ch = *st.channels.at(1 - r);
+        std::vector<unsigned char> buf(8u << 20);
+        if (r == 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          _exit(0);
+        }
+        ch.postRecv(buf.size(), RecvTarget{buf.data(), {}, 1});
+        auto t0 = Clock::now();
+        try {
+          drive({&ch}, std::chrono::seconds(30));
+        } catch (const Error& e) {
+          double s = std::chrono::duration<double>(Clock::now() - t0).count();
+          std::string what = e.what();
+          if (e.code() != hocclRemoteError) return "wrong code: " + what;
+          if (what.find("rank 1 (host testhost, pid") == std::string::npos) return "does not name rank 1: " + what;
+          if (s > 10) return fmt::format("took {:.1f} s: {}", s, what);
+          return "";
+        } catch (const std::exception& e) {
+          return std::string("not a hoccl error: ") + e.what();
+        }
+        return "the receive completed although the peer died";
+      },
+      std::chrono::seconds(60));
+  INFO(results[0]);
+  CHECK(results[0].empty());
+}

@@ -1,0 +1,62 @@
+/// @file ucx_channel.h
+/// The ucx channel: tagged sends and receives to one peer on the communicator's UCP worker (ucx_worker.h).
+///
+/// A send is one ucp_tag_send_nbx of the whole message (UCX picks eager or rendezvous by size: above UCX_RNDV_THRESH
+/// the receiver pulls the bytes straight into the posted buffer). A receive with a direct buffer is one
+/// ucp_tag_recv_nbx into it; a receive with a sink lands in a registered staging buffer from the worker's pool and is
+/// handed to the sink whole when complete (a whole message is a multiple of any granule). Operations complete in
+/// posting order: a finished one waits for the ones posted before it. Each receive checks the sender's length (in the
+/// tag) against its own: a difference is hocclInvalidUsage naming both, and UCX never writes past the posted buffer.
+/// A peer whose endpoint failed (UCX's error callback), or an operation UCX completes with an error, is
+/// hocclRemoteError naming the peer. Empty messages are skipped on both sides.
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "base/boot/bootstrap.h"
+#include "transports/transport.h"
+#include "transports/ucx/ucx_worker.h"
+
+namespace hoccl::transport::ucx {
+
+/// A channel to one peer through the shared worker.
+class UcxChannel final : public Channel {
+ public:
+  /// The worker must already have an endpoint to `peerInfo.rank`.
+  UcxChannel(std::shared_ptr<Worker> worker, const boot::RankInfo& self, const boot::RankInfo& peerInfo);
+  /// Cancels what is still posted; UCX's late completions go to the worker's orphans.
+  ~UcxChannel() override;
+
+  /// The peer's rank.
+  int peer() const override { return peer_.rank; }
+  /// Starts a tagged send of the whole message.
+  void postSend(const void* data, size_t bytes) override;
+  /// Posts a tagged receive (into the buffer, or into staging for a sink).
+  void postRecv(size_t bytes, RecvTarget target) override;
+  /// Progresses the worker and retires completed operations in order.
+  bool progress() override;
+  /// Posted operations not yet retired.
+  size_t pending() const override { return sends_.size() + recvs_.size(); }
+  /// Sleeps on the worker's event descriptor.
+  void waitForActivity(int timeoutMicros) override;
+
+ private:
+  struct Recv {
+    std::unique_ptr<Op> op;
+    size_t bytes;
+    RecvTarget target;
+  };
+  [[noreturn]] void fail(const std::string& what) const;
+  void retireRecv(Recv& r);
+
+  std::shared_ptr<Worker> worker_;
+  boot::RankInfo self_;
+  boot::RankInfo peer_;
+  std::deque<std::unique_ptr<Op>> sends_;
+  std::deque<Recv> recvs_;
+};
+
+}  // namespace hoccl::transport::ucx
