@@ -3,7 +3,13 @@
 // send/recv (ring and all-to-all patterns in shuffled call order) and CommSplit.
 //
 // Usage: mp_collectives --ranks N --transport shm|tcp [--large]
+//        mp_collectives --ranks N --transport shm|tcp --soak CALLS [--seed S]
+//            a soak instead: CALLS collectives of random kind, type, op, root and small count (0..4096 elements,
+//            in and out of place), the same sequence on every rank, each checked like the matrix (tools/soak runs it
+//            under ASan/UBSan)
 #include <algorithm>
+#include <chrono>
+#include <iterator>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -279,6 +285,23 @@ int groupedAndUngrouped(hocclComm_t comm, int rank, int n) {
   return 0;
 }
 
+// The soak: `calls` random small collectives, each checked against the reference; the sequence comes from `seed`
+// (the same on every rank). Returns the number of wrong elements (0 = pass).
+int soak(hocclComm_t comm, int rank, int n, long calls, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  int bad = 0;
+  for (long i = 0; i < calls && bad == 0; ++i) {
+    const Coll c = kColls[rng() % std::size(kColls)];
+    const auto dt = static_cast<hocclDataType_t>(rng() % hocclNumTypes);
+    const hocclRedOp_t op = reduces(c) ? kOps[rng() % std::size(kOps)] : hocclSum;
+    // Mostly tiny (the one-host shortcuts), sometimes up to 4096 elements; a few empty calls.
+    const size_t count = rng() % 8 == 0 ? rng() % 4097 : rng() % 64;
+    const bool inPlace = rng() % 2 == 0;
+    bad += runOne(comm, rank, n, c, count, dt, op, inPlace, rng());
+  }
+  return bad;
+}
+
 // CommSplit: odd/even colors with reversed keys, one rank left out; the new communicators work.
 int split(hocclComm_t comm, int rank, int n) {
   int color = (n > 2 && rank == n - 1) ? HOCCL_SPLIT_NOCOLOR : rank % 2;
@@ -309,14 +332,36 @@ int main(int argc, char** argv) {
   int nranks = 4;
   std::string transport = "shm";
   bool large = false;
+  long soakCalls = 0;
+  uint64_t seed = 1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--ranks" && i + 1 < argc) nranks = std::atoi(argv[++i]);
+    else if (a == "--soak" && i + 1 < argc) soakCalls = std::atol(argv[++i]);
+    else if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 0);
     else if (a == "--transport" && i + 1 < argc) transport = argv[++i];
     else if (a == "--large") large = true;
   }
   if (transport == "tcp") setenv("HOCCL_SHM_DISABLE", "1", 1);
   else unsetenv("HOCCL_SHM_DISABLE");
+  if (soakCalls > 0) {
+    const auto start = std::chrono::steady_clock::now();
+    int rc = runRanks(
+        nranks,
+        [&](int rank, int n, const hocclUniqueId& id) {
+      hocclComm_t comm;
+      MP_CHECK(rank, hocclCommInitRank(&comm, n, id, rank));
+      if (int bad = soak(comm, rank, n, soakCalls, seed))
+        return fail(rank, std::to_string(bad) + " wrong elements in the soak");
+      MP_CHECK(rank, hocclCommDestroy(comm));
+      return 0;
+        },
+        3600);
+    std::printf("mp_collectives: soak of %ld collectives (seed %llu), %d ranks over %s: %s in %.1f s\n", soakCalls,
+                static_cast<unsigned long long>(seed), nranks, transport.c_str(), rc == 0 ? "PASS" : "FAIL",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return rc;
+  }
   int rc = runRanks(
       nranks,
       [&](int rank, int n, const hocclUniqueId& id) {
