@@ -30,7 +30,9 @@ namespace {
 
 const Coll kColls[] = {Coll::AllReduce,     Coll::Broadcast, Coll::Reduce, Coll::AllGather,
                        Coll::ReduceScatter, Coll::AlltoAll,  Coll::Gather, Coll::Scatter};
-const hocclRedOp_t kOps[] = {hocclSum, hocclProd, hocclMax, hocclMin, hocclAvg, static_cast<hocclRedOp_t>(-1)};
+// Stands for "a PreMulSum op made for the call" in kOps (hocclMaxRedOp: inside the enum's range, never a real op).
+constexpr hocclRedOp_t kPreMulSum = hocclMaxRedOp;
+const hocclRedOp_t kOps[] = {hocclSum, hocclProd, hocclMax, hocclMin, hocclAvg, kPreMulSum};
 
 bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter; }
 
@@ -60,11 +62,11 @@ std::vector<double> expectedOutput(Coll c, int rank, int n, size_t count, int ro
   std::vector<std::vector<double>> in(n);
   for (int r = 0; r < n; ++r) {
     a.rank = r;
-    in[r] = makeInput(seed, r, sched::bufferCounts(a).input, dt, op < 0 ? hocclSum : op);
-    if (op < 0)
+    in[r] = makeInput(seed, r, sched::bufferCounts(a).input, dt, op == kPreMulSum ? hocclSum : op);
+    if (op == kPreMulSum)
       for (double& x : in[r]) x *= scalar;
   }
-  hocclRedOp_t base = op < 0 ? hocclSum : op;
+  hocclRedOp_t base = op == kPreMulSum ? hocclSum : op;
   auto reduceRange = [&](size_t off, size_t cnt) {
     std::vector<double> acc(in[0].begin() + off, in[0].begin() + off + cnt);
     for (int r = 1; r < n; ++r)
@@ -108,7 +110,7 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
   auto bc = sched::bufferCounts(a);
   const double scalar = 2.0;
   hocclRedOp_t realOp = op;
-  if (op < 0) {
+  if (op == kPreMulSum) {
     std::vector<char> s(elem);
     kernels::fromDouble(scalar, s.data(), dt);
     // Alternate host-immediate and pointer residence.
@@ -123,7 +125,7 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
       hocclRedOpCreatePreMulSum(&realOp, keep.data(), dt, hocclScalarDevice, comm);
     }
   }
-  std::vector<double> input = makeInput(seed, rank, bc.input, dt, op < 0 ? hocclSum : op);
+  std::vector<double> input = makeInput(seed, rank, bc.input, dt, op == kPreMulSum ? hocclSum : op);
   // In place as the API defines it: one buffer of the larger size with the input at its place.
   size_t big = std::max(bc.input, bc.output);
   std::vector<char> buf1((big + 1) * elem, 0x5a), buf2((bc.output + 1) * elem, 0x5a);
@@ -142,9 +144,9 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
     recv = buf2.data();
   }
   hocclResult_t rc = call(c, send, recv, count, dt, realOp, root, comm);
-  if (op < 0) hocclRedOpDestroy(realOp, comm);
+  if (op == kPreMulSum) hocclRedOpDestroy(realOp, comm);
   std::string what = std::string(sched::collName(c)) + " count=" + std::to_string(count) +
-                     " type=" + kernels::typeName(dt) + " op=" + (op < 0 ? "premulsum" : std::to_string(op)) +
+                     " type=" + kernels::typeName(dt) + " op=" + (op == kPreMulSum ? "premulsum" : std::to_string(op)) +
                      " root=" + std::to_string(root) + (inPlace ? " in-place" : " out-of-place");
   if (rc != hocclSuccess) return fail(rank, what + ": " + hocclGetErrorString(rc) + ": " + hocclGetLastError(nullptr));
   std::vector<double> expect = expectedOutput(c, rank, n, count, root, dt, op, scalar, seed);
@@ -152,7 +154,7 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
   std::vector<double> got = load(recv, expect.size(), dt);
   int bad = 0;
   for (size_t i = 0; i < expect.size(); ++i) {
-    if (!close(got[i], expect[i], dt, op < 0 ? hocclSum : op)) {
+    if (!close(got[i], expect[i], dt, op == kPreMulSum ? hocclSum : op)) {
       if (bad == 0)
         fail(rank, what + ": element " + std::to_string(i) + " is " + std::to_string(got[i]) + ", expected " +
                        std::to_string(expect[i]));
