@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,10 @@
 
 namespace hoccl::topo {
 namespace {
+
+// Most host names one host list may expand to: more than any cluster has, and a bound on what a few bytes of
+// brackets can make ("n[0-99999]m[0-99999]" would be 10^10 names).
+constexpr size_t kMaxHostNames = size_t{1} << 18;
 
 // Expands one bracket expression body "1-4,07,9" into zero-padded numbers as text.
 std::vector<std::string> expandRanges(const std::string& body, const std::string& whole) {
@@ -46,6 +51,8 @@ void expandItem(const std::string& item, const std::string& whole, std::vector<s
   auto open = item.find('[');
   if (open == std::string::npos) {
     if (item.find(']') != std::string::npos) throwInvalidArgument("unbalanced ']' in host list '" + whole + "'");
+    if (out.size() >= kMaxHostNames)
+      throwInvalidArgument(fmt::format("host list '{}' names more than {} hosts", whole.substr(0, 200), kMaxHostNames));
     if (!item.empty()) out.push_back(item);
     return;
   }
@@ -56,18 +63,24 @@ void expandItem(const std::string& item, const std::string& whole, std::vector<s
     expandItem(prefix + num + rest, whole, out);
 }
 
-void addHosts(SwitchMap& map, const std::string& sw, const std::vector<std::string>& hosts, const std::string& path) {
+// Adds switch sw and its hosts; `seen` indexes the hosts already listed (host -> its switch).
+void addHosts(SwitchMap& map, std::unordered_map<std::string, std::string>& seen, const std::string& sw,
+              const std::vector<std::string>& hosts, const std::string& path) {
+  if (std::find(map.switches.begin(), map.switches.end(), sw) != map.switches.end())
+    throwInvalidArgument("topology file " + path + ": switch '" + sw + "' is listed twice");
+  map.switches.push_back(sw);
   for (const auto& h : hosts) {
-    for (const auto& [host, s] : map.hostSwitch)
-      if (host == h)
-        throwInvalidArgument("topology file " + path + ": host '" + h + "' is listed under switch '" + s +
-                             "' and again under '" + sw + "'");
+    auto [at, added] = seen.emplace(h, sw);
+    if (!added)
+      throwInvalidArgument("topology file " + path + ": host '" + h + "' is listed under switch '" + at->second +
+                           "' and again under '" + sw + "'");
     map.hostSwitch.emplace_back(h, sw);
   }
 }
 
 SwitchMap parseJson(const std::string& text, const std::string& path) {
   SwitchMap map;
+  std::unordered_map<std::string, std::string> seen;
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text);
@@ -92,16 +105,14 @@ SwitchMap parseJson(const std::string& text, const std::string& path) {
                          "{\"switches\": {\"s1\": [\"h1\", \"h2\"]}}");
   if (it->is_object()) {
     for (const auto& [name, list] : it->items()) {
-      map.switches.push_back(name);
-      addHosts(map, name, hostsOf(list, name), path);
+      addHosts(map, seen, name, hostsOf(list, name), path);
     }
   } else if (it->is_array()) {
     for (const auto& sw : *it) {
       if (!sw.is_object() || !sw.contains("name") || !sw["name"].is_string() || !sw.contains("hosts"))
         throwInvalidArgument("topology file " + path + ": each switch needs \"name\" (string) and \"hosts\" (list)");
       std::string name = sw["name"].get<std::string>();
-      map.switches.push_back(name);
-      addHosts(map, name, hostsOf(sw["hosts"], name), path);
+      addHosts(map, seen, name, hostsOf(sw["hosts"], name), path);
     }
   } else {
     throwInvalidArgument("topology file " + path + ": \"switches\" must be an object or a list");
@@ -111,6 +122,7 @@ SwitchMap parseJson(const std::string& text, const std::string& path) {
 
 SwitchMap parseSlurm(const std::string& text, const std::string& path) {
   SwitchMap map;
+  std::unordered_map<std::string, std::string> seen;
   std::stringstream lines(text);
   std::string line;
   int lineNo = 0;
@@ -133,8 +145,7 @@ SwitchMap parseSlurm(const std::string& text, const std::string& path) {
       continue;
     }
     if (nodes.empty()) continue;  // an upper-level switch (Switches=...)
-    map.switches.push_back(name);
-    addHosts(map, name, expandHostList(nodes), path);
+    addHosts(map, seen, name, expandHostList(nodes), path);
   }
   if (map.switches.empty())
     throwInvalidArgument("topology file " + path +
@@ -183,10 +194,13 @@ SwitchMap readTopologyFile(const std::string& path) {
   if (!in) throwInvalidArgument("cannot read topology file '" + path + "' (HOCCL_TOPO_FILE): check the path");
   std::stringstream buf;
   buf << in.rdbuf();
-  std::string text = buf.str();
+  return parseTopologyText(buf.str(), path);
+}
+
+SwitchMap parseTopologyText(const std::string& text, const std::string& origin) {
   auto first = text.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && text[first] == '{') return parseJson(text, path);
-  return parseSlurm(text, path);
+  if (first != std::string::npos && text[first] == '{') return parseJson(text, origin);
+  return parseSlurm(text, origin);
 }
 
 Topology fromSwitchMap(const SwitchMap& map, int ranksPerHost) {

@@ -87,6 +87,9 @@ struct SwitchMap {
 };
 /// Reads a topology file. Throws InvalidArgument naming the file and the problem.
 SwitchMap readTopologyFile(const std::string& path);
+/// Parses the text of a topology file (JSON when its first non-blank character is '{', else Slurm); `origin` names
+/// it in messages. Throws InvalidArgument naming the origin and the problem.
+SwitchMap parseTopologyText(const std::string& text, const std::string& origin);
 /// A topology from a switch map with `ranksPerHost` ranks on every listed host, in file order.
 Topology fromSwitchMap(const SwitchMap& map, int ranksPerHost);
 

@@ -214,14 +214,15 @@ class Bootstrap::Impl {
       }
       in.insert(in.end(), chunk, chunk + n);
       size_t used = 0;
-      while (in.size() - used >= sizeof(RootHeader)) {
-        RootHeader h;
-        std::memcpy(&h, in.data() + used, sizeof(h));
-        if (h.bytes > kMaxSlotBytes) {
-          rootLost(fmt::format("it sent a message of {} bytes, which no hoccl root of this version sends", h.bytes));
+      while (true) {
+        const Frame f = nextRootMessage(in.data() + used, in.size() - used);
+        if (f.status == Frame::Partial) break;
+        if (f.status == Frame::Malformed) {
+          rootLost(fmt::format("it sent a message of {} bytes, which no hoccl root of this version sends", f.bytes));
           return;
         }
-        if (in.size() - used - sizeof(h) < h.bytes) break;
+        RootHeader h;
+        std::memcpy(&h, in.data() + used, sizeof(h));
         const char* body = in.data() + used + sizeof(h);
         dispatch(h, std::vector<char>(body, body + h.bytes));
         used += sizeof(h) + h.bytes;

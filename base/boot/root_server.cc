@@ -278,22 +278,20 @@ class RootServer {
     }
     rk.in.insert(rk.in.end(), chunk, chunk + got);
     size_t used = 0;
-    while (rk.in.size() - used >= sizeof(RankHeader)) {
-      RankHeader h;
-      std::memcpy(&h, rk.in.data() + used, sizeof(h));
-      const uint64_t limit = h.type == kRankSlot ? kMaxSlotBytes : h.type == kRankReport ? kMaxReportBytes : 0;
-      if (h.type < kRankSlot || h.type > kRankPong || h.bytes > limit) {
+    while (true) {
+      const Frame f = nextRankMessage(rk.in.data() + used, rk.in.size() - used);
+      if (f.status == Frame::Partial) break;
+      if (f.status == Frame::Malformed) {
         HOCCL_WARN(kBootstrap,
                    "bootstrap root: {} sent a malformed message (type {}, {} bytes); dropping its "
                    "connection",
-                   who(r), h.type, h.bytes);
+                   who(r), f.type, f.bytes);
         closeRank(r);
         return;
       }
-      if (rk.in.size() - used - sizeof(h) < h.bytes) break;
-      const char* body = rk.in.data() + used + sizeof(h);
-      handle(r, h.type, std::vector<char>(body, body + h.bytes));
-      used += sizeof(h) + h.bytes;
+      const char* body = rk.in.data() + used + sizeof(RankHeader);
+      handle(r, f.type, std::vector<char>(body, body + f.bytes));
+      used += sizeof(RankHeader) + f.bytes;
     }
     rk.in.erase(rk.in.begin(), rk.in.begin() + used);
   }

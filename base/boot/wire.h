@@ -3,7 +3,9 @@
 /// root_server.cc). Every message after the join is a fixed header followed by `bytes` bytes of payload.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace hoccl::boot {
 
@@ -68,5 +70,44 @@ struct RootInfoWire {
 constexpr uint64_t kMaxSlotBytes = uint64_t{256} << 20;
 /// Largest failure report the root accepts.
 constexpr uint64_t kMaxReportBytes = 64 << 10;
+
+/// What the front of a connection's input holds (both sides parse what arrived with nextRankMessage or
+/// nextRootMessage, one whole message at a time).
+struct Frame {
+  /// Partial: wait for more bytes; Whole: a message of `type` with `bytes` of payload is complete; Malformed: the
+  /// header announces an unknown type or a payload larger than its type allows (drop the connection).
+  enum Status { Partial, Whole, Malformed };
+  Status status = Partial;  ///< see Status
+  uint32_t type = 0;        ///< the header's type (Whole, Malformed)
+  uint64_t bytes = 0;       ///< the header's payload size (Whole, Malformed)
+};
+
+/// The next message from a rank in data[0, size).
+inline Frame nextRankMessage(const char* data, size_t size) {
+  Frame f;
+  if (size < sizeof(RankHeader)) return f;
+  RankHeader h;
+  std::memcpy(&h, data, sizeof(h));
+  f.type = h.type;
+  f.bytes = h.bytes;
+  const uint64_t limit = h.type == kRankSlot ? kMaxSlotBytes : h.type == kRankReport ? kMaxReportBytes : 0;
+  if (h.type < kRankSlot || h.type > kRankPong || h.bytes > limit) f.status = Frame::Malformed;
+  else if (size - sizeof(h) >= h.bytes) f.status = Frame::Whole;
+  return f;
+}
+
+/// The next message from the root in data[0, size) (types this version does not know are Whole: a newer root's
+/// message is skipped, not an error; only a payload beyond kMaxSlotBytes is Malformed).
+inline Frame nextRootMessage(const char* data, size_t size) {
+  Frame f;
+  if (size < sizeof(RootHeader)) return f;
+  RootHeader h;
+  std::memcpy(&h, data, sizeof(h));
+  f.type = h.type;
+  f.bytes = h.bytes;
+  if (h.bytes > kMaxSlotBytes) f.status = Frame::Malformed;
+  else if (size - sizeof(h) >= h.bytes) f.status = Frame::Whole;
+  return f;
+}
 
 }  // namespace hoccl::boot

@@ -1,6 +1,7 @@
 /// @file harness.h
-/// Multi-process test harness: forks N real ranks that share a unique id made in the parent, waits for them with a
-/// deadline (killing all on timeout), and reports each rank's exit status.
+/// Multi-process test harness: forks N real ranks that share one unique id, waits for them with a deadline (killing
+/// all on timeout), and reports each rank's exit status. The id (and the bootstrap root's thread) is made in a
+/// separate forked process, so that the parent stays single-threaded and never forks beside a running thread.
 #pragma once
 
 #include <functional>

@@ -6,7 +6,13 @@
 // a stream of this rank: the results are read after hocclStreamSynchronize. tests/mp/mp_device.cc checks the ordering.
 //
 // Usage: mp_collectives --ranks N --transport shm|tcp|ucx [--large] [--device]
+//        mp_collectives --ranks N --transport shm|tcp|ucx --soak CALLS [--seed S]
+//            a soak instead: CALLS collectives of random kind, type, op, root and small count (0..4096 elements,
+//            in and out of place), the same sequence on every rank, each checked like the matrix (tools/soak runs it
+//            under ASan/UBSan)
 #include <algorithm>
+#include <chrono>
+#include <iterator>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -27,7 +33,9 @@ namespace {
 
 const Coll kColls[] = {Coll::AllReduce,     Coll::Broadcast, Coll::Reduce, Coll::AllGather,
                        Coll::ReduceScatter, Coll::AlltoAll,  Coll::Gather, Coll::Scatter};
-const hocclRedOp_t kOps[] = {hocclSum, hocclProd, hocclMax, hocclMin, hocclAvg, static_cast<hocclRedOp_t>(-1)};
+// Stands for "a PreMulSum op made for the call" in kOps (hocclMaxRedOp: inside the enum's range, never a real op).
+constexpr hocclRedOp_t kPreMulSum = hocclMaxRedOp;
+const hocclRedOp_t kOps[] = {hocclSum, hocclProd, hocclMax, hocclMin, hocclAvg, kPreMulSum};
 
 bool gDevice = false;             // --device: device buffers, stream-ordered calls
 hocclStream_t gStream = nullptr;  // this rank's stream in device mode
@@ -60,11 +68,11 @@ std::vector<double> expectedOutput(Coll c, int rank, int n, size_t count, int ro
   std::vector<std::vector<double>> in(n);
   for (int r = 0; r < n; ++r) {
     a.rank = r;
-    in[r] = makeInput(seed, r, sched::bufferCounts(a).input, dt, op < 0 ? hocclSum : op);
-    if (op < 0)
+    in[r] = makeInput(seed, r, sched::bufferCounts(a).input, dt, op == kPreMulSum ? hocclSum : op);
+    if (op == kPreMulSum)
       for (double& x : in[r]) x *= scalar;
   }
-  hocclRedOp_t base = op < 0 ? hocclSum : op;
+  hocclRedOp_t base = op == kPreMulSum ? hocclSum : op;
   auto reduceRange = [&](size_t off, size_t cnt) {
     std::vector<double> acc(in[0].begin() + off, in[0].begin() + off + cnt);
     for (int r = 1; r < n; ++r)
@@ -108,7 +116,7 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
   auto bc = sched::bufferCounts(a);
   const double scalar = 2.0;
   hocclRedOp_t realOp = op;
-  if (op < 0) {
+  if (op == kPreMulSum) {
     std::vector<char> s(elem);
     kernels::fromDouble(scalar, s.data(), dt);
     // Alternate host-immediate and pointer residence.
@@ -123,7 +131,7 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
       hocclRedOpCreatePreMulSum(&realOp, keep.data(), dt, hocclScalarDevice, comm);
     }
   }
-  std::vector<double> input = makeInput(seed, rank, bc.input, dt, op < 0 ? hocclSum : op);
+  std::vector<double> input = makeInput(seed, rank, bc.input, dt, op == kPreMulSum ? hocclSum : op);
   // In place as the API defines it: one buffer of the larger size with the input at its place.
   size_t big = std::max(bc.input, bc.output);
   std::vector<char> buf1((big + 1) * elem, 0x5a), buf2((bc.output + 1) * elem, 0x5a);
@@ -158,7 +166,7 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
   };
   // The op is destroyed as soon as the call returns (allowed), before a stream-ordered call has run.
   hocclResult_t rc = call(c, onDev(send), onDev(recv), count, dt, realOp, root, comm);
-  if (op < 0) hocclRedOpDestroy(realOp, comm);
+  if (op == kPreMulSum) hocclRedOpDestroy(realOp, comm);
   if (gDevice) {
     if (rc == hocclSuccess) rc = hocclStreamSynchronize(gStream);
     hocclResult_t async = hocclSuccess;
@@ -170,7 +178,7 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
     hocclDeviceFree(dev2);
   }
   std::string what = std::string(sched::collName(c)) + " count=" + std::to_string(count) +
-                     " type=" + kernels::typeName(dt) + " op=" + (op < 0 ? "premulsum" : std::to_string(op)) +
+                     " type=" + kernels::typeName(dt) + " op=" + (op == kPreMulSum ? "premulsum" : std::to_string(op)) +
                      " root=" + std::to_string(root) + (inPlace ? " in-place" : " out-of-place");
   if (rc != hocclSuccess) return fail(rank, what + ": " + hocclGetErrorString(rc) + ": " + hocclGetLastError(nullptr));
   std::vector<double> expect = expectedOutput(c, rank, n, count, root, dt, op, scalar, seed);
@@ -178,7 +186,7 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
   std::vector<double> got = load(recv, expect.size(), dt);
   int bad = 0;
   for (size_t i = 0; i < expect.size(); ++i) {
-    if (!close(got[i], expect[i], dt, op < 0 ? hocclSum : op)) {
+    if (!close(got[i], expect[i], dt, op == kPreMulSum ? hocclSum : op)) {
       if (bad == 0)
         fail(rank, what + ": element " + std::to_string(i) + " is " + std::to_string(got[i]) + ", expected " +
                        std::to_string(expect[i]));
@@ -311,6 +319,23 @@ int groupedAndUngrouped(hocclComm_t comm, int rank, int n) {
   return 0;
 }
 
+// The soak: `calls` random small collectives, each checked against the reference; the sequence comes from `seed`
+// (the same on every rank). Returns the number of wrong elements (0 = pass).
+int soak(hocclComm_t comm, int rank, int n, long calls, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  int bad = 0;
+  for (long i = 0; i < calls && bad == 0; ++i) {
+    const Coll c = kColls[rng() % std::size(kColls)];
+    const auto dt = static_cast<hocclDataType_t>(rng() % hocclNumTypes);
+    const hocclRedOp_t op = reduces(c) ? kOps[rng() % std::size(kOps)] : hocclSum;
+    // Mostly tiny (the one-host shortcuts), sometimes up to 4096 elements; a few empty calls.
+    const size_t count = rng() % 8 == 0 ? rng() % 4097 : rng() % 64;
+    const bool inPlace = rng() % 2 == 0;
+    bad += runOne(comm, rank, n, c, count, dt, op, inPlace, rng());
+  }
+  return bad;
+}
+
 // CommSplit: odd/even colors with reversed keys, one rank left out; the new communicators work.
 int split(hocclComm_t comm, int rank, int n) {
   int color = (n > 2 && rank == n - 1) ? HOCCL_SPLIT_NOCOLOR : rank % 2;
@@ -341,9 +366,13 @@ int main(int argc, char** argv) {
   int nranks = 4;
   std::string transport = "shm";
   bool large = false;
+  long soakCalls = 0;
+  uint64_t seed = 1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--ranks" && i + 1 < argc) nranks = std::atoi(argv[++i]);
+    else if (a == "--soak" && i + 1 < argc) soakCalls = std::atol(argv[++i]);
+    else if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 0);
     else if (a == "--transport" && i + 1 < argc) transport = argv[++i];
     else if (a == "--large") large = true;
     else if (a == "--device") gDevice = true;
@@ -353,6 +382,24 @@ int main(int argc, char** argv) {
   else unsetenv("HOCCL_SHM_DISABLE");
   if (transport == "ucx") setenv("HOCCL_NET", "ucx", 1);
   else unsetenv("HOCCL_NET");
+  if (soakCalls > 0) {
+    const auto start = std::chrono::steady_clock::now();
+    int rc = runRanks(
+        nranks,
+        [&](int rank, int n, const hocclUniqueId& id) {
+      hocclComm_t comm;
+      MP_CHECK(rank, hocclCommInitRank(&comm, n, id, rank));
+      if (int bad = soak(comm, rank, n, soakCalls, seed))
+        return fail(rank, std::to_string(bad) + " wrong elements in the soak");
+      MP_CHECK(rank, hocclCommDestroy(comm));
+      return 0;
+        },
+        3600);
+    std::printf("mp_collectives: soak of %ld collectives (seed %llu), %d ranks over %s: %s in %.1f s\n", soakCalls,
+                static_cast<unsigned long long>(seed), nranks, transport.c_str(), rc == 0 ? "PASS" : "FAIL",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return rc;
+  }
   int rc = runRanks(
       nranks,
       [&](int rank, int n, const hocclUniqueId& id) {

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -97,6 +98,27 @@ TEST_CASE("topology files: JSON in two forms and Slurm topology.conf", "[topolog
   CHECK_THROWS_WITH(topo::readTopologyFile(bad3.path), Catch::Contains("SwitchName=s1"));
   CHECK_THROWS_WITH(topo::readTopologyFile(dup.path), Catch::Contains("again under"));
   CHECK_THROWS_WITH(topo::readTopologyFile("/nonexistent/topo.json"), Catch::Contains("cannot read"));
+}
+
+// Found while writing the fuzz target tests/fuzz/fuzz_topology.cc (whose limits and invariants now guard them): a few
+// bytes of brackets expanded to 10^10 names, a large file took quadratic time to check for repeated hosts, and a
+// repeated switch put its hosts twice into the topology.
+TEST_CASE("topology files: bounded host lists, repeated switches, large files in linear time", "[topology][fuzz]") {
+  CHECK_THROWS_WITH(topo::expandHostList("n[0-99999]m[0-99999]"), Catch::Contains("names more than"));
+  CHECK(topo::expandHostList("n[0-99999],m[0-99999]").size() == 200000);
+  CHECK_THROWS_WITH(topo::parseTopologyText("SwitchName=s1 Nodes=a1\nSwitchName=s1 Nodes=a2\n", "t"),
+                    Catch::Contains("switch 's1' is listed twice"));
+  CHECK_THROWS_WITH(
+      topo::parseTopologyText(R"({"switches": [{"name": "s", "hosts": ["a"]}, {"name": "s", "hosts": ["b"]}]})", "t"),
+      Catch::Contains("listed twice"));
+  // 2 x 100,000 hosts: a scan per host would take 2 * 10^10 comparisons.
+  const auto start = std::chrono::steady_clock::now();
+  auto big = topo::parseTopologyText("SwitchName=s1 Nodes=a[0-99999]\nSwitchName=s2 Nodes=b[0-99999]\n", "t");
+  CHECK(big.hostSwitch.size() == 200000);
+  CHECK(big.switchOf("b77") == "s2");
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
+  CHECK_THROWS_WITH(topo::parseTopologyText("SwitchName=s1 Nodes=a[0-99999]\nSwitchName=s2 Nodes=a[5]\n", "t"),
+                    Catch::Contains("host 'a5' is listed under switch 's1' and again under 's2'"));
 }
 
 TEST_CASE("switch id precedence: file, HOCCL_SWITCH_ID, SLURM_TOPOLOGY_ADDR, flat", "[topology]") {
