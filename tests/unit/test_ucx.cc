@@ -229,7 +229,16 @@ TEST_CASE("ucx: HOCCL_NET chooses the network transport; shm keeps the peers of 
     ScopedEnv net("HOCCL_NET", "tcp");
     CHECK(names(makeTransports()) == std::vector<std::string>{"shm", "tcp"});
   }
-  CHECK(names(makeTransports()) == std::vector<std::string>{"shm", "tcp"});  // unset: as before
+#if HOCCL_HAVE_IBVERBS
+  // Unset: ibverbs ahead of tcp (it steps aside by itself where no rank has an RDMA port, as here).
+  CHECK(names(makeTransports()) == std::vector<std::string>{"shm", "ibverbs", "tcp"});
+  {
+    ScopedEnv net("HOCCL_NET", "IB");  // NCCL's name for verbs
+    CHECK(names(makeTransports()) == std::vector<std::string>{"shm", "ibverbs"});
+  }
+#else
+  CHECK(names(makeTransports()) == std::vector<std::string>{"shm", "tcp"});  // unset: tcp
+#endif
   {
     ScopedEnv net("HOCCL_NET", "carrier-pigeon");
     try {
