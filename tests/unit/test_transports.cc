@@ -25,6 +25,7 @@
 
 #include <fmt/format.h>
 
+#include "channel_exchange.h"
 #include "rank_runner.h"
 #include "base/boot/bootstrap.h"
 #include "base/boot/handshake.h"
@@ -36,7 +37,9 @@
 #include "transports/tcp/tcp_transport.h"
 
 using namespace hoccl;
+using hoccl::test::drive;
 using hoccl::test::firstError;
+using hoccl::test::payload;
 using hoccl::test::runProcesses;
 using hoccl::test::runThreads;
 using namespace hoccl::transport;
@@ -92,51 +95,6 @@ RankState connectRank(const boot::UniqueId& id, int rank, int nranks, Kind kind,
   return st;
 }
 
-/// Drives channels until nothing is pending, the way the executor does (spin, yield, then sleep on a channel).
-void drive(const std::vector<Channel*>& chans, std::chrono::seconds limit = std::chrono::seconds(30)) {
-  auto deadline = Clock::now() + limit;
-  unsigned idle = 0;
-  while (true) {
-    bool moved = false, pending = false;
-    for (Channel* ch : chans) {
-      moved = ch->progress() || moved;
-      pending = pending || ch->pending() > 0;
-    }
-    if (!pending) return;
-    if (moved) {
-      idle = 0;
-      continue;
-    }
-    ++idle;
-    if (idle < 64) continue;
-    if (idle < 96) {
-      sched_yield();
-      continue;
-    }
-    for (size_t k = 0; k < chans.size(); ++k) {
-      Channel* ch = chans[(idle + k) % chans.size()];
-      if (ch->pending()) {
-        ch->waitForActivity(500);
-        break;
-      }
-    }
-    if (Clock::now() > deadline) throw std::runtime_error("drive: timed out with operations still pending");
-  }
-}
-
-/// Deterministic random bytes for message `index` from rank `from` to rank `to`.
-std::vector<unsigned char> payload(int from, int to, size_t index, size_t bytes) {
-  std::mt19937_64 gen((static_cast<uint64_t>(from) << 40) ^ (static_cast<uint64_t>(to) << 20) ^ index ^ bytes);
-  std::vector<unsigned char> v(bytes);
-  size_t i = 0;
-  for (; i + 8 <= bytes; i += 8) {
-    uint64_t x = gen();
-    std::memcpy(&v[i], &x, 8);
-  }
-  for (; i < bytes; ++i) v[i] = static_cast<unsigned char>(gen());
-  return v;
-}
-
 /// Sets an environment variable for the life of a scope.
 struct ScopedEnv {
   std::string name;
@@ -188,63 +146,14 @@ void exchangeSizes(const RankState& st, int rank) {
 }
 
 /// Many messages in flight in both directions: random sizes (multiples of a random granule, some zero), random mix
-/// of direct and sink receives, all posted before any progress. Sink pieces must be consecutive, non-empty and
-/// multiples of the granule.
+/// of direct and sink receives, all posted before any progress.
 void exchangeMany(const RankState& st, int rank, int count) {
-  struct Msg {
-    size_t bytes, granule;
-    bool sink;
-  };
-  auto plan = [&](int from, int to) {  // both sides compute the same plan for a direction
-    std::mt19937 gen(static_cast<unsigned>(from * 7919 + to * 104729));
-    std::vector<Msg> msgs;
-    for (int i = 0; i < count; ++i) {
-      size_t granule = size_t{1} << (gen() % 4);
-      size_t elems = gen() % 5 == 0 ? 0 : gen() % (i % 10 == 0 ? 600000 : 3000);
-      msgs.push_back({elems * granule, granule, gen() % 2 == 0});
-    }
-    return msgs;
-  };
-  std::map<int, std::vector<std::vector<unsigned char>>> out, in;
-  std::map<int, std::vector<size_t>> sunk;
-  std::string sinkError;
-  for (auto& [p, ch] : st.channels) {
-    auto sendPlan = plan(rank, p), recvPlan = plan(p, rank);
-    in[p].resize(count);
-    sunk[p].assign(count, 0);
-    for (int i = 0; i < count; ++i) {
-      out[p].push_back(payload(rank, p, 1000 + i, sendPlan[i].bytes));
-      in[p][i].assign(recvPlan[i].bytes, 0);
-    }
-    for (int i = 0; i < count; ++i) {
-      const Msg& m = recvPlan[i];
-      if (!m.sink) {
-        ch->postRecv(m.bytes, RecvTarget{in[p][i].data(), {}, m.granule});
-      } else {
-        unsigned char* dst = in[p][i].data();
-        size_t* got = &sunk[p][i];
-        size_t g = m.granule;
-        RecvTarget t;
-        t.granule = g;
-        t.sink = [dst, got, g, &sinkError](const void* data, size_t offset, size_t len) {
-          if (offset != *got || len == 0 || len % g != 0)
-            sinkError = fmt::format("sink piece offset {} len {} (expected offset {}, granule {})", offset, len, *got,
-                                    g);
-          std::memcpy(dst + offset, data, len);
-          *got += len;
-        };
-        ch->postRecv(m.bytes, std::move(t));
-      }
-      ch->postSend(out[p][i].data(), sendPlan[i].bytes);
-    }
-  }
-  drive(st.list());
-  if (!sinkError.empty()) throw std::runtime_error(sinkError);
-  for (auto& [p, ch] : st.channels)
-    for (int i = 0; i < count; ++i)
-      if (in[p][i] != payload(p, rank, 1000 + i, in[p][i].size()))
-        throw std::runtime_error(
-            fmt::format("message {} ({} bytes) from rank {} arrived corrupted", i, in[p][i].size(), p));
+  test::exchangeMany(
+      st.channels, rank, count,
+      [](int i, size_t, std::mt19937& gen) -> size_t {
+        return gen() % 5 == 0 ? 0 : gen() % (i % 10 == 0 ? 600000 : 3000);
+      },
+      std::chrono::seconds(30));
 }
 
 /// Names in /dev/shm that belong to this job.

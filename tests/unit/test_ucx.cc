@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "channel_exchange.h"
 #include "rank_runner.h"
 #include "base/boot/bootstrap.h"
 #include "base/error.h"
@@ -27,7 +28,9 @@
 #include "transports/ucx/ucx_transport.h"
 
 using namespace hoccl;
+using hoccl::test::drive;
 using hoccl::test::firstError;
+using hoccl::test::payload;
 using hoccl::test::runProcesses;
 using hoccl::test::runThreads;
 using namespace hoccl::transport;
@@ -83,99 +86,16 @@ RankState connectRank(const boot::UniqueId& id, int rank, int nranks) {
   return st;
 }
 
-/// Drives channels until nothing is pending (spin, yield, then sleep on a channel); throws after `limit`.
-void drive(const std::vector<Channel*>& chans, std::chrono::seconds limit = std::chrono::seconds(60)) {
-  auto deadline = Clock::now() + limit;
-  unsigned idle = 0;
-  while (true) {
-    bool moved = false, pending = false;
-    for (Channel* ch : chans) {
-      moved = ch->progress() || moved;
-      pending = pending || ch->pending() > 0;
-    }
-    if (!pending) return;
-    if (moved) {
-      idle = 0;
-      continue;
-    }
-    if (++idle < 64) continue;
-    if (idle < 96) {
-      sched_yield();
-      continue;
-    }
-    for (Channel* ch : chans)
-      if (ch->pending()) {
-        ch->waitForActivity(500);
-        break;
-      }
-    if (Clock::now() > deadline) throw std::runtime_error("drive: timed out with operations still pending");
-  }
-}
-
-std::vector<unsigned char> payload(int from, int to, size_t index, size_t bytes) {
-  std::mt19937_64 gen((static_cast<uint64_t>(from) << 40) ^ (static_cast<uint64_t>(to) << 20) ^ index ^ bytes);
-  std::vector<unsigned char> v(bytes);
-  for (auto& c : v) c = static_cast<unsigned char>(gen());
-  return v;
-}
-
 /// Many messages in flight both ways, all posted before any progress: sizes from 0 to 16 MiB (UCX's eager and
 /// rendezvous), direct and sink receives (sinks get one consecutive piece that is a multiple of the granule).
 void exchange(const RankState& st, int rank, int count) {
-  struct Msg {
-    size_t bytes, granule;
-    bool sink;
-  };
-  auto plan = [&](int from, int to) {
-    std::mt19937 gen(static_cast<unsigned>(from * 7919 + to * 104729));
-    std::vector<Msg> msgs;
-    for (int i = 0; i < count; ++i) {
-      size_t granule = size_t{1} << (gen() % 4);
-      size_t elems = i == 0 ? (16u << 20) / granule : gen() % 5 == 0 ? 0 : gen() % (i % 8 == 0 ? 300000 : 3000);
-      msgs.push_back({elems * granule, granule, gen() % 2 == 0});
-    }
-    return msgs;
-  };
-  std::map<int, std::vector<std::vector<unsigned char>>> out, in;
-  std::map<int, std::vector<size_t>> sunk;
-  std::string sinkError;
-  for (auto& [p, ch] : st.channels) {
-    auto sendPlan = plan(rank, p), recvPlan = plan(p, rank);
-    in[p].resize(count);
-    sunk[p].assign(count, 0);
-    for (int i = 0; i < count; ++i) {
-      out[p].push_back(payload(rank, p, i, sendPlan[i].bytes));
-      in[p][i].assign(recvPlan[i].bytes, 0);
-    }
-    for (int i = 0; i < count; ++i) {
-      const Msg& m = recvPlan[i];
-      if (!m.sink) {
-        ch->postRecv(m.bytes, RecvTarget{in[p][i].data(), {}, m.granule});
-      } else {
-        unsigned char* dst = in[p][i].data();
-        size_t* got = &sunk[p][i];
-        size_t g = m.granule;
-        RecvTarget t;
-        t.granule = g;
-        t.sink = [dst, got, g, &sinkError](const void* data, size_t offset, size_t len) {
-          if (offset != *got || len == 0 || len % g != 0)
-            sinkError = fmt::format("sink piece offset {} len {} (expected offset {}, granule {})", offset, len, *got,
-                                    g);
-          std::memcpy(dst + offset, data, len);
-          *got += len;
-        };
-        ch->postRecv(m.bytes, std::move(t));
-      }
-      ch->postSend(out[p][i].data(), sendPlan[i].bytes);
-    }
-  }
-  drive(st.list());
-  if (!sinkError.empty()) throw std::runtime_error(sinkError);
-  for (auto& [p, ch] : st.channels)
-    for (int i = 0; i < count; ++i)
-      if (in[p][i] != payload(p, rank, i, in[p][i].size()))
-        throw std::runtime_error(
-            fmt::format("message {} ({} bytes) from rank {} arrived corrupted", i, in[p][i].size(), p));
+  test::exchangeMany(
+      st.channels, rank, count,
+      [](int i, size_t granule, std::mt19937& gen) -> size_t {
+        if (i == 0) return (16u << 20) / granule;  // the first message: 16 MiB (UCX's rendezvous)
+        return gen() % 5 == 0 ? 0 : gen() % (i % 8 == 0 ? 300000 : 3000);
+      },
+      std::chrono::seconds(60));
 }
 
 /// A context for assignPeers: `hosts[r]` is rank r's host.

@@ -1,0 +1,36 @@
+/// @file channel_exchange.h
+/// Shared by the transport unit tests (test_transports, test_ucx): driving channels the way the executor does, and a
+/// many-message exchange with every peer that checks each byte and each sink piece.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "transports/transport.h"
+
+namespace hoccl::test {
+
+/// Progresses `chans` until nothing is pending, the way the executor does (spin, yield, then sleep on a channel);
+/// throws std::runtime_error after `limit` with operations still pending.
+void drive(const std::vector<transport::Channel*>& chans, std::chrono::seconds limit = std::chrono::seconds(30));
+
+/// Deterministic random bytes of message `index` from rank `from` to rank `to`.
+std::vector<unsigned char> payload(int from, int to, size_t index, size_t bytes);
+
+/// The number of elements (of `granule` bytes) of message `i` of one direction, drawn from `gen` (both sides of the
+/// direction call it with the same generator state, so they agree).
+using MessageElements = std::function<size_t(int i, size_t granule, std::mt19937& gen)>;
+
+/// Posts `count` messages to and from every peer of `channels` before any progress: element counts from `elements`,
+/// a random granule of 1, 2, 4 or 8 bytes, a random mix of direct and sink receives. Then drives them and throws
+/// std::runtime_error naming the message when a byte differs or a sink piece is not consecutive, empty or off the
+/// granule.
+void exchangeMany(const std::map<int, std::unique_ptr<transport::Channel>>& channels, int rank, int count,
+                  const MessageElements& elements, std::chrono::seconds limit);
+
+}  // namespace hoccl::test
