@@ -359,7 +359,9 @@ std::string Bootstrap::shareFailure(const std::string& message, std::chrono::mil
   }
   if (!v || v->culprit < 0) return "";
   if (message.find(v->text) != std::string::npos) return "";  // the failure is the verdict itself
-  if (v->reporter == rank_) return "";  // the root chose this rank's own report: its message is the first-hand one
+  // The root chose this rank's own report: its message is the first-hand one, unless the root had to find the culprit
+  // itself (a stall: the report may name several peers it waited for, and the verdict names the one that stalled).
+  if (v->reporter == rank_ && (v->kind != Verdict::Kind::Stalled || v->culprit == rank_)) return "";
   return v->text;
 }
 
