@@ -10,6 +10,7 @@
 #include "kernels/cuda/reduce_cuda.h"
 #include "kernels/device/elementwise.h"
 #include "kernels/reduce_ops.h"
+#include "kernels/type_dispatch.h"
 
 namespace hoccl::kernels::cuda {
 namespace {
@@ -57,21 +58,7 @@ int launchReduce(void* dst, const void* a, const void* b, size_t n, BinOp op, cu
 /// Calls fn(T()) for the storage type of dt; returns cudaErrorInvalidValue for an invalid type.
 template <typename Fn>
 int withType(hocclDataType_t dt, Fn&& fn) {
-  switch (dt) {
-    case hocclInt8: return fn(int8_t());
-    case hocclUint8: return fn(uint8_t());
-    case hocclInt32: return fn(int32_t());
-    case hocclUint32: return fn(uint32_t());
-    case hocclInt64: return fn(int64_t());
-    case hocclUint64: return fn(uint64_t());
-    case hocclFloat16: return fn(half_t());
-    case hocclFloat32: return fn(float());
-    case hocclFloat64: return fn(double());
-    case hocclBfloat16: return fn(bf16_t());
-    case hocclFloat8e4m3: return fn(fp8e4m3_t());
-    case hocclFloat8e5m2: return fn(fp8e5m2_t());
-    default: return int(cudaErrorInvalidValue);
-  }
+  return withStorageType(dt, fn, [] { return int(cudaErrorInvalidValue); });
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "kernels/device/elementwise.h"
 #include "kernels/reduce_ops.h"
+#include "kernels/type_dispatch.h"
 
 namespace hoccl::kernels::sim {
 namespace {
@@ -19,24 +20,12 @@ void grid(size_t n, Body&& body) {
   for (size_t t = 0; t < threads; ++t) body(t, threads);
 }
 
+// Runs fn(T()) for the storage type of dt; a value that is no hocclDataType_t is an error.
 template <class Fn>
 void withType(hocclDataType_t dt, Fn&& fn) {
-  switch (dt) {
-    case hocclInt8: return fn(int8_t());
-    case hocclUint8: return fn(uint8_t());
-    case hocclInt32: return fn(int32_t());
-    case hocclUint32: return fn(uint32_t());
-    case hocclInt64: return fn(int64_t());
-    case hocclUint64: return fn(uint64_t());
-    case hocclFloat16: return fn(half_t());
-    case hocclFloat32: return fn(float());
-    case hocclFloat64: return fn(double());
-    case hocclBfloat16: return fn(bf16_t());
-    case hocclFloat8e4m3: return fn(fp8e4m3_t());
-    case hocclFloat8e5m2: return fn(fp8e5m2_t());
-    default: break;
-  }
-  throwInvalidArgument("simulated device kernel: datatype " + std::to_string(int(dt)) + " is not a hocclDataType_t");
+  withStorageType(dt, fn, [&] {
+    throwInvalidArgument("simulated device kernel: datatype " + std::to_string(int(dt)) + " is not a hocclDataType_t");
+  });
 }
 
 template <typename T, typename Op>
