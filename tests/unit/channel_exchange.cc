@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "base/error.h"
+
 namespace hoccl::test {
 
 using transport::Channel;
@@ -117,6 +119,31 @@ void exchangeMany(const std::map<int, std::unique_ptr<Channel>>& channels, int r
       if (in[p][i] != payload(p, rank, 1000 + i, in[p][i].size()))
         throw std::runtime_error(
             fmt::format("message {} ({} bytes) from rank {} arrived corrupted", i, in[p][i].size(), p));
+}
+
+MismatchOutcome exchangeMismatched(Channel& ch, int rank, size_t sent, size_t posted) {
+  MismatchOutcome outcome;
+  if (rank == 0) {
+    std::vector<unsigned char> out(sent, 7);
+    ch.postSend(out.data(), sent);
+    try {
+      drive({&ch}, std::chrono::seconds(3));
+    } catch (const std::exception&) {
+      // the receiver gives up on the message, so the rest of it may never be taken
+    }
+    return outcome;
+  }
+  const size_t guard = 64;
+  std::vector<unsigned char> in(posted + guard, 0xA5);
+  ch.postRecv(posted, RecvTarget{in.data(), {}, 1});
+  try {
+    drive({&ch}, std::chrono::seconds(10));
+  } catch (const Error& e) {
+    outcome.code = e.code();
+    outcome.error = e.what();
+  }
+  for (size_t i = posted; i < in.size(); ++i) outcome.guardIntact = outcome.guardIntact && in[i] == 0xA5;
+  return outcome;
 }
 
 }  // namespace hoccl::test

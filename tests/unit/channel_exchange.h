@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "transports/transport.h"
@@ -32,5 +33,16 @@ using MessageElements = std::function<size_t(int i, size_t granule, std::mt19937
 /// granule.
 void exchangeMany(const std::map<int, std::unique_ptr<transport::Channel>>& channels, int rank, int count,
                   const MessageElements& elements, std::chrono::seconds limit);
+
+/// What the receiver of a mismatched message saw (see exchangeMismatched).
+struct MismatchOutcome {
+  int code = 0;             ///< the hoccl::Error code the receiver's drive threw (0: none)
+  std::string error;        ///< its message
+  bool guardIntact = true;  ///< no byte past the posted receive was written
+};
+
+/// One side of a send of `sent` bytes against a receive of `posted` bytes on `ch`: rank 0 sends (and tolerates the
+/// receiver giving up), rank 1 receives into a buffer with guard bytes after `posted` and reports what it saw.
+MismatchOutcome exchangeMismatched(transport::Channel& ch, int rank, size_t sent, size_t posted);
 
 }  // namespace hoccl::test

@@ -210,42 +210,21 @@ TEST_CASE("ucx: a receive that does not match the message's length is an error n
        {std::pair<size_t, size_t>{200, 100}, {100, 200}, {3u << 20, 1u << 20}, {1u << 20, 3u << 20}}) {
     DYNAMIC_SECTION("sent " << sent << ", posted " << posted) {
       auto id = boot::createUniqueId();
-      std::string receiverError;
-      int receiverCode = hocclSuccess;
-      bool guardIntact = true;
+      test::MismatchOutcome seen;
       auto errors = runThreads(2, [&](int r) {
         RankState st = connectRank(id, r, 2);
-        Channel& ch = *st.channels.at(1 - r);
-        if (r == 0) {
-          std::vector<unsigned char> out(sent, 7);
-          ch.postSend(out.data(), sent);
-          try {
-            drive({&ch}, std::chrono::seconds(3));
-          } catch (const std::exception&) {
-            // the receiver gave up on the message, so the rest of it may never be taken
-          }
-        } else {
-          const size_t guard = 64;
-          std::vector<unsigned char> in(posted + guard, 0xA5);
-          ch.postRecv(posted, RecvTarget{in.data(), {}, 1});
-          try {
-            drive({&ch}, std::chrono::seconds(10));
-          } catch (const Error& e) {
-            receiverCode = e.code();
-            receiverError = e.what();
-          }
-          for (size_t i = posted; i < in.size(); ++i) guardIntact = guardIntact && in[i] == 0xA5;
-        }
+        test::MismatchOutcome mine = test::exchangeMismatched(*st.channels.at(1 - r), r, sent, posted);
+        if (r == 1) seen = mine;
         st.boot->barrier();
       });
       INFO(firstError(errors));
       CHECK(firstError(errors).empty());
-      INFO(receiverError);
-      CHECK(receiverCode == hocclInvalidUsage);
-      CHECK(receiverError.find("mismatch") != std::string::npos);
-      CHECK(receiverError.find(std::to_string(sent)) != std::string::npos);
-      CHECK(receiverError.find(std::to_string(posted)) != std::string::npos);
-      CHECK(guardIntact);
+      INFO(seen.error);
+      CHECK(seen.code == hocclInvalidUsage);
+      CHECK(seen.error.find("mismatch") != std::string::npos);
+      CHECK(seen.error.find(std::to_string(sent)) != std::string::npos);
+      CHECK(seen.error.find(std::to_string(posted)) != std::string::npos);
+      CHECK(seen.guardIntact);
     }
   }
 }
