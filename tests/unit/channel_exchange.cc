@@ -45,7 +45,12 @@ void drive(const std::vector<Channel*>& chans, std::chrono::seconds limit) {
         break;
       }
     }
-    if (Clock::now() > deadline) throw std::runtime_error("drive: timed out with operations still pending");
+    if (Clock::now() > deadline) {
+      std::string left;
+      for (size_t k = 0; k < chans.size(); ++k)
+        left += fmt::format("{}channel {}: {} pending", k ? ", " : "", k, chans[k]->pending());
+      throw std::runtime_error("drive: timed out with operations still pending (" + left + ")");
+    }
   }
 }
 

@@ -95,4 +95,11 @@ std::string firstError(const std::vector<std::string>& errors) {
   return "";
 }
 
+std::string allErrors(const std::vector<std::string>& errors) {
+  std::string all;
+  for (size_t r = 0; r < errors.size(); ++r)
+    if (!errors[r].empty()) all += fmt::format("{}rank {}: {}", all.empty() ? "" : "\n", r, errors[r]);
+  return all;
+}
+
 }  // namespace hoccl::test

@@ -19,5 +19,7 @@ std::vector<std::string> runProcesses(int nranks, const std::function<std::strin
 
 /// "rank r: text" for the first rank with an error, "" when every rank succeeded.
 std::string firstError(const std::vector<std::string>& errors);
+/// Every rank's error, one line each ("" if none failed): for the message of a failed check.
+std::string allErrors(const std::vector<std::string>& errors);
 
 }  // namespace hoccl::test

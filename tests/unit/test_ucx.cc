@@ -29,6 +29,7 @@
 
 using namespace hoccl;
 using hoccl::test::drive;
+using hoccl::test::allErrors;
 using hoccl::test::firstError;
 using hoccl::test::payload;
 using hoccl::test::runProcesses;
@@ -182,7 +183,7 @@ TEST_CASE("ucx between threads and processes: many messages up to 16 MiB, over t
         exchange(st, r, 60);
         st.boot->barrier();
       });
-      INFO(firstError(errors));
+      INFO(allErrors(errors));
       CHECK(firstError(errors).empty());
     }
     DYNAMIC_SECTION("processes, UCX_TLS=" << tls) {
@@ -196,7 +197,7 @@ TEST_CASE("ucx between threads and processes: many messages up to 16 MiB, over t
         return std::string();
           },
           std::chrono::seconds(120));
-      INFO(firstError(results));
+      INFO(allErrors(results));
       CHECK(firstError(results).empty());
     }
   }

@@ -39,6 +39,8 @@ UcxChannel::UcxChannel(std::shared_ptr<Worker> worker, const boot::RankInfo& sel
 }
 
 UcxChannel::~UcxChannel() {
+  auto lock = worker_->lock();
+  if (markedBusy_) worker_->markBusy(false);
   std::vector<std::unique_ptr<Op>> live;
   auto drop = [&](std::unique_ptr<Op>& op, bool cancel) {
     if (!op || !op->request) return;
@@ -61,6 +63,7 @@ UcxChannel::~UcxChannel() {
 
 void UcxChannel::postSend(const void* data, size_t bytes) {
   if (bytes == 0) return;  // both sides skip empty messages
+  CallScope scope(*this);
   if (!data)
     throwInvalidArgument(fmt::format("ucx: send of {} bytes to rank {} from a null buffer", bytes, peer_.rank));
   if (bytes > kMaxMessage)
@@ -88,6 +91,7 @@ void UcxChannel::postSend(const void* data, size_t bytes) {
 
 void UcxChannel::postRecv(size_t bytes, RecvTarget target) {
   if (bytes == 0) return;
+  CallScope scope(*this);
   if (!target.direct && !target.sink)
     throwInvalidArgument(
         fmt::format("ucx: receive of {} bytes from rank {} has neither a buffer nor a sink", bytes, peer_.rank));
@@ -134,6 +138,7 @@ void UcxChannel::retireRecv(Recv& r) {
 
 bool UcxChannel::progress() {
   if (sends_.empty() && recvs_.empty()) return false;
+  CallScope scope(*this);
   bool moved = worker_->progress();
   while (!recvs_.empty() && recvs_.front().op->done) {
     Recv& r = recvs_.front();

@@ -8,7 +8,9 @@
 /// posting order: a finished one waits for the ones posted before it. Each receive checks the sender's length (in the
 /// tag) against its own: a difference is hocclInvalidUsage naming both, and UCX never writes past the posted buffer.
 /// A peer whose endpoint failed (UCX's error callback), or an operation UCX completes with an error, is
-/// hocclRemoteError naming the peer. Empty messages are skipped on both sides.
+/// hocclRemoteError naming the peer. Empty messages are skipped on both sides. Every call holds the worker's lock and,
+/// on the way out, tells the worker whether this channel still has operations posted (its idle progress thread runs
+/// only when no channel has: ucx_worker.h).
 #pragma once
 
 #include <cstddef>
@@ -49,6 +51,22 @@ class UcxChannel final : public Channel {
     size_t bytes;
     RecvTarget target;
   };
+  /// One call's hold on the worker: the lock, then the busy mark brought up to date on the way out.
+  class CallScope {
+   public:
+    explicit CallScope(UcxChannel& ch) : ch_(ch), lock_(ch.worker_->lock()) {}
+    ~CallScope() {
+      const bool busy = ch_.pending() > 0;
+      if (busy != ch_.markedBusy_) ch_.worker_->markBusy(busy);
+      ch_.markedBusy_ = busy;
+    }
+    CallScope(const CallScope&) = delete;
+    CallScope& operator=(const CallScope&) = delete;
+
+   private:
+    UcxChannel& ch_;
+    std::unique_lock<std::mutex> lock_;
+  };
   [[noreturn]] void fail(const std::string& what) const;
   void retireRecv(Recv& r);
 
@@ -57,6 +75,7 @@ class UcxChannel final : public Channel {
   boot::RankInfo peer_;
   std::deque<std::unique_ptr<Op>> sends_;
   std::deque<Recv> recvs_;
+  bool markedBusy_ = false;  ///< what the worker was last told (CallScope)
 };
 
 }  // namespace hoccl::transport::ucx

@@ -86,6 +86,7 @@ std::map<int, std::unique_ptr<Channel>> UcxTransport::connect(const ConnectConte
     HOCCL_INFO(kNet, "ucx: rank {} reaches rank {} over {}", ctx.rank, p, worker->describeEndpoint(p));
     channels[p] = std::make_unique<UcxChannel>(worker, self, ctx.peers.at(p));
   }
+  if (worker) worker->startIdleProgress();
   if (!peers.empty()) HOCCL_INFO(kNet, "ucx: rank {} connected to {} peer(s)", ctx.rank, channels.size());
   return channels;
 }

@@ -2,7 +2,9 @@
 #include "transports/ucx/ucx_worker.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -175,13 +177,66 @@ bool Worker::progress() {
   return any;
 }
 
+void Worker::markBusy(bool busy) {
+  busyChannels_ += busy ? 1 : -1;
+  if (busyChannels_ == 0) idleCv_.notify_one();
+}
+
+void Worker::startIdleProgress() {
+  if (idleThread_.joinable()) return;
+  wakeFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  idleThread_ = std::thread([this] { idleLoop(); });
+}
+
+void Worker::idleLoop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!stopping_) {
+    if (busyChannels_ > 0) {  // the caller's thread progresses the worker now
+      idleCv_.wait(lk, [this] { return stopping_ || busyChannels_ == 0; });
+      continue;
+    }
+    while (ucp_worker_progress(worker_) != 0) {
+    }
+    const ucs_status_t st = efd_ >= 0 ? ucp_worker_arm(worker_) : UCS_ERR_UNSUPPORTED;
+    if (st == UCS_ERR_BUSY) continue;  // events arrived meanwhile: progress again
+    lk.unlock();
+    if (st == UCS_OK && wakeFd_ >= 0) {
+      pollfd fds[2] = {{efd_, POLLIN, 0}, {wakeFd_, POLLIN, 0}};
+      poll(fds, 2, 1000);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // no wakeup support: nap
+    }
+    lk.lock();
+  }
+}
+
+void Worker::stopIdleProgress() {
+  if (!idleThread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stopping_ = true;
+  }
+  idleCv_.notify_one();
+  const uint64_t one = 1;
+  if (write(wakeFd_, &one, sizeof(one)) < 0) {
+    // the eventfd cannot be full after one write; the thread's poll times out within a second anyway
+  }
+  idleThread_.join();
+  close(wakeFd_);
+  wakeFd_ = -1;
+}
+
 void Worker::waitForActivity(int timeoutMicros) {
   if (timeoutMicros <= 0) return;
   if (efd_ < 0) {
     std::this_thread::sleep_for(std::chrono::microseconds(std::min(timeoutMicros, 50)));
     return;
   }
-  ucs_status_t st = ucp_worker_arm(worker_);
+  ucs_status_t st;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    st = ucp_worker_arm(worker_);
+  }
   if (st == UCS_ERR_BUSY) return;  // events are waiting: progress at once
   if (st != UCS_OK) {
     std::this_thread::sleep_for(std::chrono::microseconds(std::min(timeoutMicros, 50)));
@@ -273,6 +328,7 @@ void Worker::closeEndpoints() {
 }
 
 Worker::~Worker() {
+  stopIdleProgress();
   const bool unclean = !orphans_.empty();
   closeEndpoints();
   for (auto& s : staging_)

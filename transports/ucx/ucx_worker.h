@@ -12,6 +12,14 @@
 /// - a pool of staging buffers for receives that go through a sink (reductions), each registered once with
 ///   ucp_mem_map and reused; user buffers are registered by UCX's own registration cache, which follows unmaps.
 ///
+/// Idle progress. UCX completes a send once its transport took the bytes, not once they left: over tcp the tail of a
+/// message can sit in UCX's buffer, and a rendezvous receive may still owe the sender its acknowledgement. Either side
+/// then needs its worker progressed after its own operations finished, while hoccl has returned to the caller (who
+/// may wait on something else, such as a store barrier, while the peer waits for those bytes). So each worker has a
+/// thread that progresses it while no channel has operations posted, sleeping on the worker's event descriptor; it
+/// stands aside as soon as a channel posts. Every call into UCX, from the caller's thread or this one, holds the
+/// worker's mutex (the worker is UCS_THREAD_MODE_SERIALIZED).
+///
 /// The tag of every message: the sender's rank in the high 24 bits, the message's length in the low 40 bits.
 /// Receives match on the rank bits only, so the receiver learns the sender's length (sender_tag) and compares it with
 /// the length it posted. UCX keeps tagged messages between two endpoints in order, so receives posted in order
@@ -21,10 +29,13 @@
 #include <ucp/api/ucp.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace hoccl::transport::ucx {
@@ -86,9 +97,17 @@ class Worker {
   /// The endpoint to `peer`.
   PeerEp& peer(int rank) { return peers_.at(rank); }
 
-  /// Runs ucp_worker_progress until it finds nothing more to do. Returns true if anything happened.
+  /// The lock every call into UCX holds (see the file comment). The channels take it in each of their calls.
+  std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(mu_); }
+  /// A channel began (`busy`) or ceased to have operations posted; the idle progress thread runs only when none has.
+  /// Called with the lock held.
+  void markBusy(bool busy);
+  /// Starts the idle progress thread (after the wire-up, before the first channel is used).
+  void startIdleProgress();
+
+  /// Runs ucp_worker_progress until it finds nothing more to do. Returns true if anything happened. Lock held.
   bool progress();
-  /// Sleeps until UCX signals activity or `timeoutMicros` passed (may return early).
+  /// Sleeps until UCX signals activity or `timeoutMicros` passed (may return early). Takes the lock to arm.
   void waitForActivity(int timeoutMicros);
 
   /// A registered staging buffer of at least `bytes` bytes (reused once released).
@@ -108,6 +127,8 @@ class Worker {
 
  private:
   void closeEndpoints();
+  void idleLoop();
+  void stopIdleProgress();
 
   int rank_;
   ucp_context_h context_ = nullptr;
@@ -118,6 +139,12 @@ class Worker {
   std::vector<PeerEp> peers_;
   std::vector<std::unique_ptr<Staging>> staging_;
   std::vector<std::unique_ptr<Op>> orphans_;
+  std::mutex mu_;                   ///< serialises calls into UCX (see lock())
+  std::condition_variable idleCv_;  ///< wakes the idle thread when the last channel goes idle, or to stop
+  int busyChannels_ = 0;            ///< channels with operations posted (guarded by mu_)
+  bool stopping_ = false;           ///< the idle thread must exit (guarded by mu_)
+  int wakeFd_ = -1;                 ///< eventfd that interrupts the idle thread's poll
+  std::thread idleThread_;          ///< the idle progress thread
 };
 
 /// "UCX: <ucs_status_string>".
