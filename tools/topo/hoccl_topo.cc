@@ -19,6 +19,7 @@
 #include "comm/communicator.h"
 #include "sched/cost_model.h"
 #include "topology/dump.h"
+#include "topology/gpu_topology.h"
 #include "hoccl/hoccl.h"
 
 using namespace hoccl;
@@ -26,7 +27,7 @@ using namespace hoccl;
 namespace {
 
 struct Options {
-  std::string shape, hosts, topologyFile, png, predict;
+  std::string shape, hosts, topologyFile, png, predict, gpuFile;
   int ranksPerHost = 1;
   bool json = false, dot = false, hw = false, online = false;
 };
@@ -168,6 +169,9 @@ int main(int argc, char** argv) {
   app.add_flag("--hw", o.hw, "include this host's hardware (hwloc)");
   app.add_option("--predict", o.predict, "compare ring and HO-Ring with the cost model, e.g. allreduce:16M");
   app.add_flag("--online", o.online, "force online mode (run as a rank of a job)");
+  app.add_option("--gpus", o.gpuFile,
+                 "a recorded GPU topology of one host (JSON, docs/cuda.md): the links, the ring order over the GPUs "
+                 "and each GPU's NIC");
   shape->excludes(hosts)->excludes(file);
   hosts->excludes(file);
   CLI11_PARSE(app, argc, argv);
@@ -176,6 +180,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    if (!o.gpuFile.empty()) {
+      const topo::GpuTopology gpus = topo::loadGpuTopology(o.gpuFile);
+      fmt::print("{}", o.json ? topo::gpuTopologyJson(gpus) : topo::describeGpuTopology(gpus));
+      return 0;
+    }
     if (o.shape.empty() && o.hosts.empty() && o.topologyFile.empty()) {
       if (o.online || launched()) return online(o);
       // This host alone.
