@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cstring>
 #include <functional>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -39,12 +40,12 @@ struct NetEntry {
 /// The network transports of this build, one entry each; the first is the default.
 const std::vector<NetEntry>& netTable() {
   static const std::vector<NetEntry> table = {
-      {"tcp", [] { return std::make_unique<tcp::TcpTransport>(); }},
+    {"tcp", [] { return std::make_unique<tcp::TcpTransport>(); }},
 #ifdef HOCCL_HAVE_UCX
-      {"ucx", [] { return std::make_unique<ucx::UcxTransport>(); }},
+    {"ucx", [] { return std::make_unique<ucx::UcxTransport>(); }},
 #endif
 #if HOCCL_HAVE_IBVERBS
-      {"ib", [] { return std::make_unique<ibverbs::IbvTransport>(); }},
+    {"ib", [] { return std::make_unique<ibverbs::IbvTransport>(); }},
 #endif
   };
   return table;
@@ -75,7 +76,8 @@ std::string reason(const Transport& t, const ConnectContext& ctx, int peer) {
   const std::string byNet = net.empty() ? fmt::format("HOCCL_NET unset, so the default {}", name)
                                         : fmt::format("HOCCL_NET={}", params::NET.get());
   if (name == "shm") return "same host: shared memory comes first";
-  if (name == "ibverbs" && net.empty()) return "both ranks have a usable RDMA port (HOCCL_NET unset: ibverbs before tcp)";
+  if (name == "ibverbs" && net.empty())
+    return "both ranks have a usable RDMA port (HOCCL_NET unset: ibverbs before tcp)";
   if (local && params::SHM_DISABLE.get() != 0) return fmt::format("same host, but HOCCL_SHM_DISABLE=1; {}", byNet);
   if (local) return fmt::format("same host, but shm cannot reach it; {}", byNet);
   return fmt::format("another host; {}", byNet);
@@ -116,10 +118,36 @@ PeerPlan assignPeers(const std::vector<std::unique_ptr<Transport>>& transports, 
   PeerPlan plan;
   plan.peersOf.resize(transports.size());
   plan.transportOf.assign(ctx.nranks, "self");
+  // Which transports each rank has (bit t: transports[t] runs there), so that both sides of a pair pick the same one
+  // when a transport stepped aside on some ranks only (an RDMA port on some hosts). Every rank builds the same list
+  // from the same environment; without a bootstrap (unit tests) every rank is assumed to have them all.
+  // A transport's bit is its place in kKnownNames, so ranks whose lists differ (HOCCL_NET set differently) still
+  // compare the same transports.
+  static const char* const kKnownNames[] = {"shm", "tcp", "ucx", "ibverbs"};
+  auto bitOf = [](const Transport& t) {
+    for (size_t i = 0; i < std::size(kKnownNames); ++i)
+      if (std::strcmp(t.name(), kKnownNames[i]) == 0) return static_cast<int>(i);
+    return 63;  // a transport this table does not know yet: assumed present everywhere
+  };
+  std::vector<uint64_t> haveMask(ctx.nranks, ~uint64_t{0});
+  if (ctx.bootstrap && ctx.nranks > 1) {
+    uint64_t mine = uint64_t{1} << 63;
+    for (const auto& t : transports)
+      if (t->availableHere()) mine |= uint64_t{1} << bitOf(*t);
+    haveMask[ctx.rank] = mine;
+    ctx.bootstrap->allGather(haveMask.data(), sizeof(uint64_t));
+  }
   for (int p = 0; p < ctx.nranks; ++p) {
     if (p == ctx.rank) continue;
     for (size_t t = 0; t < transports.size(); ++t) {
       if (!transports[t]->canConnect(ctx, p)) continue;
+      if (!(haveMask[p] >> bitOf(*transports[t]) & 1)) {
+        HOCCL_INFO(kNet,
+                   "rank {} -> {}: not {}, which that rank does not have (stepped aside there, or its HOCCL_NET "
+                   "differs; its HOCCL_DEBUG=INFO says why)",
+                   ctx.rank, describePeer(ctx.peers.at(p)), transports[t]->name());
+        continue;
+      }
       plan.peersOf[t].push_back(p);
       plan.transportOf[p] = transports[t]->name();
       HOCCL_INFO(kNet, "rank {} -> {}: {} ({})", ctx.rank, describePeer(ctx.peers.at(p)), transports[t]->name(),
@@ -127,10 +155,10 @@ PeerPlan assignPeers(const std::vector<std::unique_ptr<Transport>>& transports, 
       break;
     }
     if (plan.transportOf[p] == "self")
-      throwInvalidUsage(fmt::format("rank {}: no transport of this job can reach {} (HOCCL_NET={}: {} stepped aside; "
-                                    "HOCCL_DEBUG=INFO says why); leave HOCCL_NET unset to fall back to tcp",
-                                    ctx.rank, describePeer(ctx.peers.at(p)), params::NET.get(),
-                                    transports.back()->name()));
+      throwInvalidUsage(
+          fmt::format("rank {}: no transport of this job can reach {} (HOCCL_NET={}: {} stepped aside; "
+                      "HOCCL_DEBUG=INFO says why); leave HOCCL_NET unset to fall back to tcp",
+                      ctx.rank, describePeer(ctx.peers.at(p)), params::NET.get(), transports.back()->name()));
   }
   return plan;
 }

@@ -65,8 +65,12 @@ class Transport {
   virtual ~Transport() = default;
   /// Short name ("shm", "tcp").
   virtual const char* name() const = 0;
-  /// Whether this transport can connect this rank to `peer`. Must give the same answer on both sides.
+  /// Whether this transport can connect this rank to `peer`. Must give the same answer on both sides, given that
+  /// the transport is available on both (availableHere: assignPeers checks that part across ranks).
   virtual bool canConnect(const ConnectContext& ctx, int peer) const = 0;
+  /// Whether this transport can run on this rank at all (false: it stepped aside here, e.g. no RDMA port). The
+  /// ranks exchange these answers, so a peer never chooses a transport this rank lacks.
+  virtual bool availableHere() const { return true; }
   /// Connects to every peer in `peers` (those this transport was chosen for). Collective: every rank of the
   /// communicator calls it, in the same order across transports, even with an empty list.
   virtual std::map<int, std::unique_ptr<Channel>> connect(const ConnectContext& ctx, const std::vector<int>& peers) = 0;

@@ -160,7 +160,7 @@ const char* traceStateName(TraceState s) {
 }
 
 FlightRecorder::FlightRecorder(size_t capacity, std::string commId, std::string name, int rank, int nranks)
-    : ring_(capacity ? size_t{1} << (64 - __builtin_clzll(capacity - 1 | 1)) : 0), mask_(ring_.size() - 1),
+    : ring_(capacity ? size_t{1} << (64 - __builtin_clzll((capacity - 1) | 1)) : 0), mask_(ring_.size() - 1),
       commId_(std::move(commId)), name_(std::move(name)), rank_(rank), nranks_(nranks) {
   if (!params::TRACE_DUMP.get().empty()) {
     static std::once_flag once;

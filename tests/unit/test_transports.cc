@@ -184,6 +184,60 @@ TEST_CASE("registry: shm first unless HOCCL_SHM_DISABLE=1, tcp always last", "[t
   unsetenv("HOCCL_TCP_CONNS");
 }
 
+namespace {
+
+/// A transport that only answers the registry's questions (never connects): `name` and whether it runs here.
+class ListedTransport final : public Transport {
+ public:
+  ListedTransport(const char* name, bool here) : name_(name), here_(here) {}
+  const char* name() const override { return name_; }
+  bool canConnect(const ConnectContext& ctx, int peer) const override { return here_ && peer != ctx.rank; }
+  bool availableHere() const override { return here_; }
+  std::map<int, std::unique_ptr<Channel>> connect(const ConnectContext&, const std::vector<int>&) override {
+    throw std::logic_error("ListedTransport cannot connect");
+  }
+
+ private:
+  const char* name_;
+  bool here_;
+};
+
+}  // namespace
+
+TEST_CASE("registry: both ranks of a pair choose the same transport when one lacks it", "[transports]") {
+  // 3 ranks over a real bootstrap. ucx runs on ranks 0 and 2 only (rank 1: stepped aside, as ibverbs does without
+  // an RDMA port); every list ends with tcp. Each pair must agree: 0-2 over ucx, every pair with rank 1 over tcp.
+  // Then rank 1 leaves ucx out of its list altogether (as when its HOCCL_NET differs): the same plan.
+  for (bool listedOnRank1 : {true, false}) {
+    DYNAMIC_SECTION("ucx " << (listedOnRank1 ? "stepped aside on" : "not listed by") << " rank 1") {
+      auto id = boot::createUniqueId();
+      std::vector<std::vector<std::string>> seen(3);
+      auto errors = runThreads(3, [&](int r) {
+        boot::RankInfo self;
+        self.rank = r;
+        self.pid = getpid();
+        std::snprintf(self.hostname, sizeof(self.hostname), "testhost");
+        boot::Bootstrap boot(id, r, 3, self);
+        std::vector<std::unique_ptr<Transport>> list;
+        if (r != 1 || listedOnRank1) list.push_back(std::make_unique<ListedTransport>("ucx", r != 1));
+        list.push_back(std::make_unique<ListedTransport>("tcp", true));
+        ConnectContext ctx;
+        ctx.bootstrap = &boot;
+        ctx.rank = r;
+        ctx.nranks = 3;
+        ctx.peers = boot.ranks();
+        seen[r] = assignPeers(list, ctx).transportOf;
+        boot.barrier();
+      });
+      INFO(test::allErrors(errors));
+      REQUIRE(firstError(errors).empty());
+      CHECK(seen[0] == std::vector<std::string>{"self", "tcp", "ucx"});
+      CHECK(seen[1] == std::vector<std::string>{"tcp", "self", "tcp"});
+      CHECK(seen[2] == std::vector<std::string>{"ucx", "tcp", "self"});
+    }
+  }
+}
+
 TEST_CASE("shm segment names are per job and never reuse a live name", "[transports][shm]") {
   CHECK(shm::ShmTransport::segmentName("abc", 1, 2) != shm::ShmTransport::segmentName("abc", 2, 1));
   CHECK(shm::ShmTransport::segmentName("a/b", 0, 1).find('/', 1) == std::string::npos);

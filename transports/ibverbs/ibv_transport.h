@@ -39,6 +39,8 @@ class IbvTransport final : public Transport {
 
   /// Whether this rank has a usable port.
   bool available() const { return !probe_.ports.empty(); }
+  /// The same, for assignPeers' exchange between ranks.
+  bool availableHere() const override { return available(); }
   /// Why it stepped aside ("" when available).
   const std::string& whyNot() const { return probe_.why; }
 
