@@ -161,6 +161,8 @@ def _from_buffer_protocol(obj, role):
 
 
 def _c_contiguous(shape, strides_elems):
+    if 0 in shape:
+        return True  # empty: no element to place
     expected = 1
     for extent, stride in zip(reversed(shape), reversed(strides_elems)):
         if extent != 1 and stride != expected:
