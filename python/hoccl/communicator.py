@@ -273,9 +273,9 @@ class Communicator:
     def _run(self, fname, buffers, build_args, op=None, dtype=None):
         """Calls fname(*build_args(op_value)) with the buffers borrowed; inside a group they stay borrowed (and a
         PreMulSum op alive) until the group ends."""
-        h = self._live()
-        op_value, created = 0, False
+        op_value, created, h = 0, False, None
         try:
+            h = self._live()
             if isinstance(op, PreMulSum):
                 op_value, created = self._create_premul(op, dtype, h), True
             elif op is not None:

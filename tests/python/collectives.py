@@ -146,6 +146,20 @@ two_d = np.full((n, 3), float(rank), dtype=np.float32)
 comm.all_to_all(two_d)
 expect_equal(two_d, np.repeat(np.arange(n, dtype=np.float64)[:, None], 3, axis=1), "all_to_all of a 2-D array")
 
+
+
+class OnlyArrayInterface:
+    """Exposes a numpy array through __array_interface__ alone (no buffer protocol, no DLPack)."""
+
+    def __init__(self, a):
+        self._a = a
+        self.__array_interface__ = a.__array_interface__
+
+
+ai = np.full(5, rank + 1, dtype=np.int64)
+comm.all_reduce(OnlyArrayInterface(ai))
+expect_equal(ai, np.full(5, n * (n + 1) // 2), "all_reduce through __array_interface__")
+
 comm.barrier()
 comm.close()
 finish(rank)
