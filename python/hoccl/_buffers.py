@@ -95,17 +95,23 @@ def _type_name(obj):
 class Buffer:
     """A contiguous host buffer of one hoccl data type, borrowed from `obj` until release()."""
 
-    __slots__ = ("obj", "address", "count", "dtype", "readonly", "what", "_hold", "_view")
+    __slots__ = ("obj", "address", "count", "dtype", "readonly", "_role", "_shape", "_hold", "_view")
 
-    def __init__(self, obj, address, count, dtype, readonly, what, hold=None, view=None):
+    def __init__(self, obj, address, count, dtype, readonly, role, shape, hold=None, view=None):
         self.obj = obj
         self.address = address or 0
         self.count = count
         self.dtype = dtype
         self.readonly = readonly
-        self.what = what  # for messages: "send (numpy.ndarray float32 shape (4,))"
+        self._role = role
+        self._shape = shape
         self._hold = hold
         self._view = view
+
+    @property
+    def what(self):
+        """The buffer in messages: "send (numpy.ndarray float32 shape (4,))"."""
+        return f"{self._role} ({_type_name(self.obj)} {self.dtype.name.lower()} shape {self._shape})"
 
     @property
     def nbytes(self):
@@ -125,39 +131,55 @@ class Buffer:
         self.release()
 
 
+_NO_TYPE = object()
+_format_types = {}  # (format bytes, itemsize) -> DataType, or the error text for a format hoccl cannot take
+
+
+def _format_type(raw_fmt, itemsize):
+    """The hoccl type of a buffer-protocol format (cached), or a str saying why there is none."""
+    key = (raw_fmt, itemsize)
+    found = _format_types.get(key, _NO_TYPE)
+    if found is not _NO_TYPE:
+        return found
+    fmt = (raw_fmt or b"B").decode("ascii", "replace")
+    order, letter = (fmt[0], fmt[1:]) if fmt[:1] in ("@", "=", "<", ">", "!") else ("@", fmt)
+    dtype = None
+    if order in "<>!" and order != _NATIVE_ORDER and not (order == "!" and _NATIVE_ORDER == ">"):
+        dtype = (f"format {fmt!r} is not in the machine's byte order; convert it first "
+                 "(e.g. numpy: x.astype(x.dtype.newbyteorder('=')))")
+    elif len(letter) == 1:
+        if letter in _FLOATS:
+            dtype = _FLOATS[letter]
+        elif letter in _SIGNED or letter in _UNSIGNED:
+            dtype = _INTS.get((letter in _SIGNED, itemsize))
+    if dtype is None or (not isinstance(dtype, str) and dtype.itemsize != itemsize):
+        dtype = f"hoccl has no data type for format {fmt!r} ({itemsize} bytes per element); it has {SUPPORTED}"
+    _format_types[key] = dtype
+    return dtype
+
+
 def _from_buffer_protocol(obj, role):
     view = _PyBuffer()
     try:
         _api.PyObject_GetBuffer(obj, ctypes.byref(view), _PyBUF_RECORDS_RO)
     except BufferError as e:
         raise ValueError(f"{role}: {_type_name(obj)} cannot export its memory: {e}") from None
-    ok = False
-    try:
-        fmt = (view.format or b"B").decode("ascii", "replace")
-        shape = tuple(view.shape[i] for i in range(view.ndim)) if view.shape else (view.len // max(view.itemsize, 1),)
-        what = f"{role} ({_type_name(obj)} format {fmt!r} shape {shape})"
-        order, letter = (fmt[0], fmt[1:]) if fmt[:1] in ("@", "=", "<", ">", "!") else ("@", fmt)
-        if order in "<>!" and order != _NATIVE_ORDER and not (order == "!" and _NATIVE_ORDER == ">"):
-            raise TypeError(f"{what} is not in the machine's byte order; convert it first "
-                            "(e.g. numpy: x.astype(x.dtype.newbyteorder('=')))")
-        dtype = None
-        if len(letter) == 1:
-            if letter in _FLOATS:
-                dtype = _FLOATS[letter]
-            elif letter in _SIGNED or letter in _UNSIGNED:
-                dtype = _INTS.get((letter in _SIGNED, view.itemsize))
-        if dtype is None or dtype.itemsize != view.itemsize:
-            raise TypeError(f"{what}: hoccl has no data type for format {fmt!r} ({view.itemsize} bytes per "
-                            f"element); it has {SUPPORTED}")
-        what = f"{role} ({_type_name(obj)} {dtype.name.lower()} shape {shape})"
-        if not _api.PyBuffer_IsContiguous(ctypes.byref(view), b"C"):
-            raise ValueError(f"{what} is not contiguous; pass a contiguous copy (numpy.ascontiguousarray(x))")
-        buf = Buffer(obj, view.buf, view.len // view.itemsize, dtype, bool(view.readonly), what, view=view)
-        ok = True
-        return buf
-    finally:
-        if not ok:
-            _api.PyBuffer_Release(ctypes.byref(view))
+    shape = tuple(view.shape[:view.ndim]) if view.shape else (view.len // max(view.itemsize, 1),)
+    dtype = _format_type(view.format, view.itemsize)
+    if isinstance(dtype, str):
+        _api.PyBuffer_Release(ctypes.byref(view))
+        raise TypeError(f"{role} ({_type_name(obj)} shape {shape}): {dtype}")
+    # From here the Buffer owns the export: release() (or its garbage collection) gives it back once.
+    buf = Buffer(obj, view.buf, view.len // view.itemsize, dtype, bool(view.readonly), role, shape, view=view)
+    if view.ndim == 1:  # the common case, without a call into the C API
+        contiguous = not view.strides or view.strides[0] == view.itemsize or view.len <= view.itemsize
+    else:
+        contiguous = view.ndim == 0 or bool(_api.PyBuffer_IsContiguous(ctypes.byref(view), b"C"))
+    if not contiguous:
+        what = buf.what
+        buf.release()
+        raise ValueError(f"{what} is not contiguous; pass a contiguous copy (numpy.ascontiguousarray(x))")
+    return buf
 
 
 def _c_contiguous(shape, strides_elems):
@@ -208,7 +230,7 @@ def _from_dlpack(obj, role):
         raise ValueError(f"{what} is not contiguous; pass a contiguous copy (torch: x.contiguous())")
     count = math.prod(shape)
     address = (t.data or 0) + t.byte_offset
-    return Buffer(obj, address, count, dtype, readonly, what, hold=capsule)
+    return Buffer(obj, address, count, dtype, readonly, role, shape, hold=capsule)
 
 
 def _from_array_interface(obj, role):
@@ -230,7 +252,7 @@ def _from_array_interface(obj, role):
     if strides is not None and (any(s % size for s in strides) or
                                 not _c_contiguous(shape, [s // size for s in strides])):
         raise ValueError(f"{what} is not contiguous; pass a contiguous copy")
-    return Buffer(obj, data[0], math.prod(shape), dtype, bool(data[1]), what, hold=obj)
+    return Buffer(obj, data[0], math.prod(shape), dtype, bool(data[1]), role, shape, hold=obj)
 
 
 def acquire(obj, role, writable=False):

@@ -4,7 +4,9 @@ Bindings: ctypes over the public C API (include/hoccl/hoccl.h, include/hoccl/par
 C API is small, plain C and ABI-stable (NCCL's enum values, opaque handles), so ctypes needs no compiler at install
 time, no build against each Python version and no second native library beside libhoccl; ctypes.CDLL releases the
 GIL around every call, so a collective that blocks on its peers does not block the interpreter's other threads. The
-per-call overhead (a few microseconds) is small beside a collective's own latency.
+checks and the ctypes call cost tens of microseconds per call in CPython, small beside a collective between
+processes; a C extension would save some of that but needs Python's headers at build time and a build per Python
+version (or the limited API).
 
 Where the library is looked for, first match wins:
   1. HOCCL_LIBRARY: the path of the library file itself;

@@ -26,6 +26,10 @@ unchanged("all_reduce size mismatch", [send, recv], lambda: comm.all_reduce(send
 unchanged("all_reduce dtype mismatch", [send], lambda: comm.all_reduce(send, np.zeros(4)), TypeError, "same data type")
 strided = np.zeros((4, 2), np.float32)[:, 0]
 unchanged("non-contiguous send", [send], lambda: comm.all_reduce(strided, send), ValueError, "not contiguous")
+reverse = np.arange(4, dtype=np.float32)[::-1]
+unchanged("negative stride", [reverse], lambda: comm.all_reduce(reverse), ValueError, "not contiguous")
+fortran = np.asfortranarray(np.zeros((3, 4), np.float32))
+unchanged("Fortran order", [fortran], lambda: comm.all_reduce(fortran), ValueError, "not contiguous")
 ro = f32(4)
 ro.flags.writeable = False
 unchanged("read-only output", [send], lambda: comm.all_reduce(send, ro), ValueError, "read-only")
