@@ -21,7 +21,7 @@ import ctypes
 import glob
 import os
 
-__all__ = ["lib", "library_path"]
+__all__ = ["lib", "library_path", "build_tree_dirs"]
 
 _NAMES = ("libhoccl.so", "libhoccl.so.0")
 
@@ -67,6 +67,14 @@ def _load():
 
 
 library_path, lib = _load()
+
+
+def build_tree_dirs(subpackage):
+    """[<HOCCL_BUILD_DIR>/python/<subpackage>] when that folder exists, else []: where Meson puts the extension modules
+    of a subpackage (e.g. "hoccl/torch") in the build tree, for its __path__ when it is imported from the sources."""
+    build = os.environ.get("HOCCL_BUILD_DIR")
+    folder = os.path.join(build, "python", subpackage) if build else None
+    return [folder] if folder and os.path.isdir(folder) else []
 
 _int = ctypes.c_int
 _ptr = ctypes.c_void_p
