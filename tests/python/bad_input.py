@@ -90,6 +90,20 @@ if e is not None:
     expect(e.code == 5 and "count" in e.message, f"counts that differ between ranks: {e}")
 sub.abort()
 
+# from_env() without a launcher's environment: HocclError from hocclCommInitFromEnv (in a child process).
+if rank == 0:
+    import os
+    import subprocess
+    import sys
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("HOCCL_RANK", "HOCCL_WORLD", "HOCCL_LOCAL", "HOCCL_COMM_ID", "OMPI_", "PMI",
+                                  "SLURM_", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_"))}
+    code = ("import hoccl\ntry:\n    hoccl.Communicator.from_env()\nexcept hoccl.HocclError as e:\n"
+            "    print('HocclError', e.code, e.message)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=clean, capture_output=True, text=True, timeout=60)
+    expect(out.stdout.startswith("HocclError") and len(out.stdout) > 20,
+           f"from_env without a launcher: {out.stdout!r} {out.stderr[-300:]!r}")
+
 # A 1-rank communicator of this process, then its use after close().
 solo = hoccl.Communicator(1, hoccl.get_unique_id(), 0)
 x = f32(3, 1.0)
