@@ -5,7 +5,7 @@ counts and counts that do not divide evenly, against numpy float64 references. R
 import numpy as np
 
 import hoccl
-from common import (ALL_TYPES, OPS, empty, expect, expect_equal, f64, finish, hoccl_op, inputs, is_float, make,
+from common import (ALL_TYPES, OPS, empty, expect, expect_equal, f64, finish, hoccl_op, inputs, make,
                     reference)
 
 comm = hoccl.Communicator.from_env()
