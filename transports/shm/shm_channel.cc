@@ -133,22 +133,6 @@ std::unique_ptr<Segment> Segment::open(const std::string& name, int creatorPid, 
   return seg;
 }
 
-// ---- liveness ----
-
-bool processAlive(int pid) {
-  if (pid <= 0) return true;  // unknown: cannot tell
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  // A killed child that its parent has not reaped yet still answers kill(): look at its state.
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  if (!stat) return true;  // no procfs: trust kill()
-  std::string line;
-  std::getline(stat, line);
-  size_t paren = line.rfind(')');
-  if (paren == std::string::npos || paren + 2 >= line.size()) return true;
-  char state = line[paren + 2];
-  return state != 'Z' && state != 'X' && state != 'x';
-}
-
 // ---- ShmChannel ----
 
 ShmChannel::ShmChannel(const boot::RankInfo& self, const boot::RankInfo& peerInfo, bool checkPid,

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "transports/transport.h"
+#include "transports/transport_util.h"
 
 namespace hoccl::transport::shm {
 
@@ -170,8 +171,5 @@ class ShmChannel final : public Channel {
   std::chrono::steady_clock::time_point nextCheck_;
   uint32_t idlePolls_ = 0;  ///< idle progress calls; the peer's liveness is checked every 256th
 };
-
-/// True if process `pid` is alive (exists and is not a zombie).
-bool processAlive(int pid);
 
 }  // namespace hoccl::transport::shm
