@@ -255,9 +255,12 @@ Bootstrap::Bootstrap(const UniqueId& id, int rank, int nranks, const RankInfo& s
   net::writeAll(impl_->fd.get(), &join, sizeof(join), deadline, "bootstrap join");
   net::writeAll(impl_->fd.get(), &info, sizeof(info), deadline, "bootstrap join");
   std::vector<char> table;
+  // The root answers a join with missing ranks at its own HOCCL_TIMEOUT (kRootTimeout, naming them): a second more
+  // here lets that answer arrive before this rank's own read gives up with less to say.
+  const net::Deadline joinDeadline = deadline + std::chrono::seconds(1);
   while (true) {
     RootHeader h{};
-    std::vector<char> payload = impl_->receiveJoin(&h, deadline);
+    std::vector<char> payload = impl_->receiveJoin(&h, joinDeadline);
     if (h.type == kRootInfo && payload.size() >= sizeof(RootInfoWire)) {
       std::memcpy(&impl_->root, payload.data(), sizeof(RootInfoWire));
       continue;
