@@ -20,10 +20,11 @@ class Error : public std::runtime_error {
       : std::runtime_error(message), code_(code), breaksCommunicator_(breaksCommunicator) {}
   /// The C result code.
   hocclResult_t code() const { return code_; }
-  /// True when the communicator cannot be used after this error: a transport, system or internal failure, or a
+  /// True when the communicator cannot be used after this error: a transport, system or internal failure, a timeout, or a
   /// mismatch of calls between ranks.
   bool breaksCommunicator() const {
-    return breaksCommunicator_ || code_ == hocclRemoteError || code_ == hocclSystemError || code_ == hocclInternalError;
+    return breaksCommunicator_ || code_ == hocclRemoteError || code_ == hocclTimeout || code_ == hocclSystemError ||
+           code_ == hocclInternalError;
   }
 
  private:
@@ -42,6 +43,8 @@ class Error : public std::runtime_error {
 [[noreturn]] inline void throwMismatch(const std::string& msg) { throw Error(hocclInvalidUsage, msg, true); }
 /// Throws hocclRemoteError with msg.
 [[noreturn]] inline void throwRemoteError(const std::string& msg) { throw Error(hocclRemoteError, msg); }
+/// Throws hocclTimeout with msg: a wait gave up because HOCCL_TIMEOUT passed (a dead peer is hocclRemoteError).
+[[noreturn]] inline void throwTimeout(const std::string& msg) { throw Error(hocclTimeout, msg); }
 /// Throws hocclInternalError with msg.
 [[noreturn]] inline void throwInternalError(const std::string& msg) { throw Error(hocclInternalError, msg); }
 

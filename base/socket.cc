@@ -169,7 +169,7 @@ Fd listenOn(const Address& addr, Address* bound) {
 Fd acceptUntil(int listenFd, Deadline deadline) {
   while (true) {
     if (!waitReady(listenFd, POLLIN, deadline))
-      throwRemoteError("timed out waiting for a connection (raise HOCCL_TIMEOUT if ranks start slowly)");
+      throwTimeout("timed out waiting for a connection (raise HOCCL_TIMEOUT if ranks start slowly)");
     int fd = ::accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd >= 0) return Fd(fd);
     if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) throwSystemError("accept() failed", errno);
@@ -184,8 +184,10 @@ Fd connectUntil(const Address& addr, Deadline deadline, const std::string& what)
     if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr.storage), addr.length) == 0) return fd;
     int err = errno;
     if (Clock::now() >= deadline)
-      throwRemoteError(fmt::format("{}: cannot connect to {}: {}; is that process running and reachable?", what,
-                                   addr.toString(), std::strerror(err)));
+      throwTimeout(
+          fmt::format("{}: cannot connect to {} within HOCCL_TIMEOUT: {}; is that process running and "
+                      "reachable?",
+                      what, addr.toString(), std::strerror(err)));
     if (err != ECONNREFUSED && err != EINTR && err != ETIMEDOUT && err != EAGAIN && err != ENETUNREACH)
       throwSystemError(what + ": connect to " + addr.toString() + " failed", err);
     std::this_thread::sleep_for(pause);
@@ -203,7 +205,7 @@ void writeAll(int fd, const void* data, size_t bytes, Deadline deadline, const s
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      if (!waitReady(fd, POLLOUT, deadline)) throwRemoteError(what + ": timed out sending");
+      if (!waitReady(fd, POLLOUT, deadline)) throwTimeout(what + ": timed out sending");
       continue;
     }
     throwRemoteError(what + ": connection lost while sending (" + std::strerror(errno) + ")");
@@ -221,7 +223,7 @@ void readAll(int fd, void* data, size_t bytes, Deadline deadline, const std::str
     }
     if (n == 0) throwRemoteError(what + ": the peer closed the connection (did that process exit or crash?)");
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-      if (!waitReady(fd, POLLIN, deadline)) throwRemoteError(what + ": timed out waiting for data");
+      if (!waitReady(fd, POLLIN, deadline)) throwTimeout(what + ": timed out waiting for data");
       continue;
     }
     throwRemoteError(what + ": connection lost while receiving (" + std::strerror(errno) + ")");

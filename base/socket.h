@@ -75,9 +75,10 @@ Address localAddress(const std::string& preferredIfname = std::string());
 
 /// Listens on addr (port 0 picks one); returns the socket and sets *bound to the real address.
 Fd listenOn(const Address& addr, Address* bound);
-/// Accepts one connection, waiting until deadline; throws RemoteError on timeout.
+/// Accepts one connection, waiting until deadline; throws hocclTimeout when the deadline passes.
 Fd acceptUntil(int listenFd, Deadline deadline);
-/// Connects to addr, retrying refused connections until deadline; throws RemoteError with `what` on failure.
+/// Connects to addr, retrying refused connections until deadline; throws hocclTimeout with `what` when the deadline
+/// passes.
 Fd connectUntil(const Address& addr, Deadline deadline, const std::string& what);
 
 /// Writes all bytes (blocking socket or not), failing at the deadline or when the peer closes.

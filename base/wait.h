@@ -66,19 +66,12 @@ class Backoff {
 };
 
 /// The message of a wait that gave up after `seconds`: "<who>: <what> made no progress for N s, waiting for
-/// <peers>. That peer is stuck, dead or calling a different operation; ..."
+/// <peers>. That peer is stuck, dead or calling a different operation; ..." (thrown as hocclTimeout).
 inline std::string silentPeerMessage(const std::string& who, const std::string& what, long long seconds,
                                      const std::string& peers) {
   return who + ": " + what + " made no progress for " + std::to_string(seconds) + " s, waiting for " + peers +
          ". That peer is stuck, dead or calling a different operation; check its log (HOCCL_DEBUG=INFO). Raise "
          "HOCCL_TIMEOUT if it is only slow.";
-}
-
-/// Whether `text` contains a message made by silentPeerMessage, i.e. a wait that gave up after HOCCL_TIMEOUT (the NCCL
-/// shim turns such failures into ncclTimeout).
-inline bool isSilentPeerMessage(const std::string& text) {
-  return text.find(" made no progress for ") != std::string::npos &&
-         text.find("Raise HOCCL_TIMEOUT if it is only slow.") != std::string::npos;
 }
 
 }  // namespace hoccl

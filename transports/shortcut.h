@@ -62,8 +62,8 @@ class ShortcutOp {
  public:
   virtual ~ShortcutOp() = default;
   /// Advances as far as possible without waiting; true once this rank's part is over and no peer will touch its
-  /// buffers any more. Throws hocclRemoteError naming a dead or silent peer, hocclInvalidUsage on a mismatch or an
-  /// abort.
+  /// buffers any more. Throws hocclRemoteError naming a dead peer, hocclTimeout naming a silent one (HOCCL_TIMEOUT),
+  /// hocclInvalidUsage on a mismatch or an abort.
   virtual bool poll() = 0;
   /// The peers it waits for now, for messages ("nobody" when none).
   virtual std::string missing() const = 0;

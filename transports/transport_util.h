@@ -1,6 +1,6 @@
 /// @file transport_util.h
 /// Small helpers shared by the concrete transports (not part of the transport interface): agreeing on a connect
-/// phase, and peer descriptions for error messages.
+/// phase, whether a same-host peer process is alive, and peer descriptions for error messages.
 #pragma once
 
 #include <cstring>
@@ -19,6 +19,9 @@ struct ConnectContext;
 /// bootstrap. The failing rank rethrows its own error; every other rank throws a RemoteError quoting it, so a
 /// failure on any rank stops every rank instead of leaving some waiting. `phase` completes "rank r failed while ...".
 void agreeOnPhase(const ConnectContext& ctx, const std::string& phase, const Error* mine);
+
+/// True if process `pid` of this host is alive (exists and is not a zombie); true when it cannot tell.
+bool processAlive(int pid);
 
 /// "rank 3 (host node7, pid 4242)": how error messages name a peer.
 inline std::string describePeer(const boot::RankInfo& info) {

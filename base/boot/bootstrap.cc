@@ -5,7 +5,7 @@
  * The constructor joins synchronously (handshake, JoinMessage + RankInfo; the root answers kRootInfo and the rank table).
  * From then on one watcher thread per communicator owns every read of the connection: it waits in poll() on the
  * socket and on an eventfd (the destructor's wake-up), parses whole messages out of what arrived, and
- *   - queues kRootData (all-gather results) and kRootError texts for the thread waiting in allGather();
+ *   - queues kRootData (all-gather results) and kRootError / kRootTimeout texts for the thread waiting in allGather();
  *   - records kRootVerdict in the communicator's Health (Health::fail: every wait sees it with one atomic load);
  *   - on kRootClosing remembers that the root's process exits normally;
  *   - answers kRootPing with kRankPong (while a failure is being judged: the process is running, not stopped);
@@ -71,7 +71,7 @@ class Bootstrap::Impl {
   mutable std::mutex mutex;  // everything below
   std::condition_variable changed;
   std::deque<std::vector<char>> data;  // all-gather results not yet taken
-  std::deque<std::string> errors;      // failed bootstrap exchanges (kRootError)
+  std::deque<Error> errors;            // failed bootstrap exchanges (kRootError, kRootTimeout)
   std::optional<Verdict> verdict;
   bool rootClosing = false;  // the root announced a normal exit
   bool rootGone = false;     // the connection to the root is closed
@@ -89,6 +89,8 @@ class Bootstrap::Impl {
     net::readAll(fd.get(), payload.data(), payload.size(), deadline, ctx);
     if (h->type == kRootError)
       throwRemoteError(fmt::format("rank {}: {}", rank, std::string(payload.begin(), payload.end())));
+    if (h->type == kRootTimeout)
+      throwTimeout(fmt::format("rank {}: {}", rank, std::string(payload.begin(), payload.end())));
     return payload;
   }
 
@@ -164,9 +166,11 @@ class Bootstrap::Impl {
         data.push_back(std::move(payload));
         break;
       }
-      case kRootError: {
+      case kRootError:
+      case kRootTimeout: {
         std::lock_guard<std::mutex> lock(mutex);
-        errors.emplace_back(payload.begin(), payload.end());
+        errors.emplace_back(h.type == kRootTimeout ? hocclTimeout : hocclRemoteError,
+                            fmt::format("rank {}: {}", rank, std::string(payload.begin(), payload.end())));
         break;
       }
       case kRootVerdict: {
@@ -251,9 +255,12 @@ Bootstrap::Bootstrap(const UniqueId& id, int rank, int nranks, const RankInfo& s
   net::writeAll(impl_->fd.get(), &join, sizeof(join), deadline, "bootstrap join");
   net::writeAll(impl_->fd.get(), &info, sizeof(info), deadline, "bootstrap join");
   std::vector<char> table;
+  // The root answers a join with missing ranks at its own HOCCL_TIMEOUT (kRootTimeout, naming them): a second more
+  // here lets that answer arrive before this rank's own read gives up with less to say.
+  const net::Deadline joinDeadline = deadline + std::chrono::seconds(1);
   while (true) {
     RootHeader h{};
-    std::vector<char> payload = impl_->receiveJoin(&h, deadline);
+    std::vector<char> payload = impl_->receiveJoin(&h, joinDeadline);
     if (h.type == kRootInfo && payload.size() >= sizeof(RootInfoWire)) {
       std::memcpy(&impl_->root, payload.data(), sizeof(RootInfoWire));
       continue;
@@ -300,10 +307,10 @@ void Bootstrap::allGather(void* data, size_t bytes) {
       all = std::move(impl_->data.front());
       impl_->data.pop_front();
     } else if (!impl_->errors.empty()) {
-      std::string text = std::move(impl_->errors.front());
+      Error e = std::move(impl_->errors.front());
       impl_->errors.pop_front();
       lock.unlock();
-      throwRemoteError(fmt::format("rank {}: {}", rank_, text));
+      throw e;
     } else if (impl_->verdict) {
       std::string text = impl_->verdict->text;
       lock.unlock();
@@ -313,11 +320,12 @@ void Bootstrap::allGather(void* data, size_t bytes) {
       stopped(fmt::format("the bootstrap root at {} has exited", impl_->rootName));
     } else {
       lock.unlock();
-      stopped(
-          fmt::format("no answer from the bootstrap root at {} within HOCCL_TIMEOUT: another rank has not "
-                      "reached the same init / hocclCommSplit / hocclCommFinalize (stuck, or calling a different "
-                      "operation); raise HOCCL_TIMEOUT if it is only slow",
-                      impl_->rootName));
+      throwTimeout(
+          fmt::format("rank {}: bootstrap all-gather stopped: no answer from the bootstrap root at {} within "
+                      "HOCCL_TIMEOUT: another rank has not reached the same init / hocclCommSplit / "
+                      "hocclCommFinalize (stuck, or calling a different operation); raise HOCCL_TIMEOUT if it is only "
+                      "slow",
+                      rank_, impl_->rootName));
     }
   }
   if (all.size() != bytes * nranks_)

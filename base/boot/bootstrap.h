@@ -80,7 +80,7 @@ struct Verdict {
 class Bootstrap {
  public:
   /// Connects rank `rank` of `nranks` to the root of `id`, exchanges RankInfo. Rank 0 of a HOCCL_COMM_ID init also
-  /// hosts the root. Throws on timeout (naming the missing ranks) or a bad secret. Then watches the connection from
+  /// hosts the root. Throws hocclTimeout when ranks are missing at HOCCL_TIMEOUT (naming them), InvalidUsage on a bad secret. Then watches the connection from
   /// a background thread: the root's verdict, or the loss of the root, is recorded in `health` (when given) with
   /// Health::fail.
   Bootstrap(const UniqueId& id, int rank, int nranks, const RankInfo& self, Health* health = nullptr);
@@ -100,6 +100,7 @@ class Bootstrap {
   /// A 64-bit tag unique to this communicator (for connection hellos and shared-memory names).
   uint64_t commTag() const { return commTag_; }
   /// All-gather: data holds nranks slots of `bytes` bytes; this rank's slot is filled in, the others are received.
+  /// Throws hocclTimeout when the round is not complete within HOCCL_TIMEOUT, hocclRemoteError on a failure.
   void allGather(void* data, size_t bytes);
   /// Waits until every rank has called barrier().
   void barrier();

@@ -31,8 +31,8 @@ constexpr std::chrono::milliseconds kHandshakeWait{2000};
 
 /// The connecting side of the handshake on a connected socket: sends the hello and a fresh nonce, checks the
 /// listener's proof, then sends its own. Throws InvalidUsage when the listener's proof does not match (the token
-/// differs; `what` names the connection, `advice` says what to try), RemoteError when the listener closes, answers
-/// garbage or nothing before `deadline`.
+/// differs; `what` names the connection, `advice` says what to try), RemoteError when the listener closes or answers
+/// garbage, hocclTimeout when nothing comes before `deadline`.
 void authenticate(int fd, const net::Secret& secret, const Hello& hello, net::Deadline deadline,
                   const std::string& what, const std::string& advice);
 

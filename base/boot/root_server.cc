@@ -5,7 +5,7 @@
  * Protocol (messages in wire.h; every message after the join is a header and `bytes` of payload):
  *   join      rank -> root  the handshake (handshake.h: both sides prove the job secret), JoinMessage, RankInfo
  *             root -> rank  kRootInfo (the root's pid and host), then kRootData with every rank's RankInfo, or
- *                           kRootError (a bad size, a duplicate rank, ranks missing at HOCCL_TIMEOUT)
+ *                           kRootError (a bad size, a duplicate rank), kRootTimeout (ranks missing at HOCCL_TIMEOUT)
  *   rounds    rank -> root  kRankSlot: its slot of an all-gather (barrier = all-gather of one byte)
  *             root -> rank  kRootData: all slots, once every rank sent one; kRootError when a rank the round waits
  *                           for has left with a goodbye (the ranks called different operations)
@@ -235,7 +235,7 @@ class RootServer {
                     "started with the same unique id / HOCCL_COMM_ID",
                     missing, id_.root.toString());
     HOCCL_WARN(kBootstrap, "{}", msg);
-    broadcastError(msg);
+    for (int r = 0; r < nranks(); ++r) sendText(r, kRootTimeout, -1, msg);
   }
 
   // Serves rounds and failures until every rank has disconnected.

@@ -34,7 +34,7 @@ constexpr uint32_t kRankPong = 5;
 
 /// Header of every message from the root to a rank.
 struct RootHeader {
-  uint32_t type;   ///< kRootData, kRootError, kRootVerdict, kRootClosing, kRootInfo or kRootPing
+  uint32_t type;   ///< kRootData, kRootError, kRootVerdict, kRootClosing, kRootInfo, kRootPing or kRootTimeout
   int32_t rank;    ///< for errors and verdicts: the rank that failed or is missing (-1 = several / unknown)
   uint64_t bytes;  ///< payload bytes that follow (data, the error text, a VerdictWire and its text, ...)
 };
@@ -50,6 +50,8 @@ constexpr uint32_t kRootClosing = 3;
 constexpr uint32_t kRootInfo = 4;
 /// Is this process running? Answered with kRankPong; no payload.
 constexpr uint32_t kRootPing = 5;
+/// Like kRootError, for a join that gave up because ranks were still missing at HOCCL_TIMEOUT (hocclTimeout).
+constexpr uint32_t kRootTimeout = 6;
 
 /// Payload head of kRootVerdict.
 struct VerdictWire {

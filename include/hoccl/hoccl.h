@@ -45,7 +45,8 @@ typedef enum {
   hocclInvalidUsage = 5,
   hocclRemoteError = 6,
   hocclInProgress = 7,
-  hocclNumResults = 8
+  hocclTimeout = 8,  ///< a wait gave up after HOCCL_TIMEOUT seconds (a peer never arrived or stopped answering)
+  hocclNumResults = 9
 } hocclResult_t;
 
 /// Reduction operations (same values as ncclRedOp_t). Values >= hocclNumOps are dynamic (PreMulSum) ops.

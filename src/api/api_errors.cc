@@ -66,6 +66,8 @@ const char* hocclGetErrorString(hocclResult_t result) {
     case hocclInvalidUsage: return "invalid usage (run with HOCCL_DEBUG=WARN for details)";
     case hocclRemoteError: return "remote process exited or there was a network error";
     case hocclInProgress: return "hoccl operation in progress";
+    case hocclTimeout:
+      return "timeout: a peer did not answer within HOCCL_TIMEOUT (run with HOCCL_DEBUG=WARN for details)";
     default: return "unknown result code";
   }
 }

@@ -137,8 +137,12 @@ bool progress(CheckState& c, bool& moved) {
     try {
       moved |= ch->progress();
     } catch (const Error& e) {
-      throw Error(e.code(), fmt::format("{}: the mismatch check of {} failed: {}", c.comm->describe(),
-                                        describeFingerprint(c.mine), e.what()));
+      // A peer's data met the fingerprint's receive: it runs another call, so the channels are out of step and the
+      // communicator is broken (the channel's mismatch says so); its verdict then releases that peer too.
+      throw Error(e.code(),
+                  fmt::format("{}: the mismatch check of {} failed: {}", c.comm->describe(),
+                              describeFingerprint(c.mine), e.what()),
+                  e.breaksCommunicator());
     }
     pending |= ch->pending() > 0;
   }
@@ -220,10 +224,17 @@ void checkCall(const Op& op) {
           break;
         }
     }
-    if ((backoff.idle() & 63) == 0 && Clock::now() - lastProgress > timeout)
-      throw Error(hocclRemoteError,
-                  silentPeerMessage(comm.describe(), "the mismatch check of " + describeFingerprint(c.mine),
-                                    timeout.count(), pendingPeers(c)));
+    if ((backoff.idle() & 63) == 0 && Clock::now() - lastProgress > timeout) {
+      std::string why = silentPeerMessage(comm.describe(), "the mismatch check of " + describeFingerprint(c.mine),
+                                          timeout.count(), pendingPeers(c));
+      if (checkMode() == 1 && op.seq >= kCheckFirstCalls)  // the peer may be in a smaller call it does not check
+        why += fmt::format(
+            " With HOCCL_CHECK_MISMATCH=1 a rank checks a call past the first {} only from {} bytes on: a peer whose "
+            "call is smaller does not take part, so the calls probably differ; HOCCL_CHECK_MISMATCH=2 (every call) "
+            "names both calls",
+            kCheckFirstCalls, kCheckMinBytes);
+      throw Error(hocclTimeout, why);
+    }
   }
 }
 

@@ -52,7 +52,7 @@ bool checkWanted(const Op& op);
 
 /// Checks collective `op` now (checkWanted was true): swaps fingerprints with every peer and compares. Throws
 /// hocclInvalidUsage naming every rank's call on a difference (the same message on every rank; the channels are
-/// left in step, so the communicator stays usable), hocclRemoteError when a peer does not answer within
+/// left in step, so the communicator stays usable), hocclTimeout when a peer does not answer within
 /// HOCCL_TIMEOUT, and whatever the communicator's health says.
 void checkCall(const Op& op);
 

@@ -67,7 +67,8 @@ void recordingFailures(const Op* ops, size_t n, F&& f) {
         }
       }
       if (blamed) {
-        Error culprit(hocclRemoteError,
+        // The verdict names the culprit; the code stays hocclTimeout when this rank's own wait ran out.
+        Error culprit(e.code() == hocclTimeout ? hocclTimeout : hocclRemoteError,
                       fmt::format("{}: {} stopped: {}", blamed->describe(),
                                   n == 1 ? describeOp(ops[0]) : fmt::format("a group of {} operations", n), verdict));
         HOCCL_WARN(kColl, "{}", culprit.what());

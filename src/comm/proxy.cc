@@ -95,7 +95,7 @@ void Proxy::waitForEvents(const Job& job) {
       Health& health = comm_.health();
       if (health.aborted() || health.failed()) health.check(comm_.describe(), "a stream-ordered operation");
       if (std::chrono::steady_clock::now() - start > timeout)
-        throw Error(hocclInvalidUsage,
+        throw Error(hocclTimeout,
                     fmt::format("{}: the work queued on the caller's stream before a collective did not complete in "
                                 "{} s (a stream waiting for something that never happens?); raise HOCCL_TIMEOUT if "
                                 "it is only slow",

@@ -55,7 +55,7 @@ class Link {
         continue;
       }
       if (Clock::now() > deadline)
-        throwRemoteError(
+        throwTimeout(
             fmt::format("{}: topology probe ({}) with rank {} timed out after {} s; is that rank alive "
                         "and also running with HOCCL_TOPO_PROBE=1? (raise HOCCL_TIMEOUT, or set "
                         "HOCCL_TOPO_PROBE=0)",

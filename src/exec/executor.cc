@@ -247,9 +247,8 @@ void run(std::vector<Task>& tasks) {
         if (c.done()) continue;
         Task& t = *c.tasks[c.task];
         if (t.poll)
-          throw Error(hocclRemoteError,
-                      silentPeerMessage(c.comm->describe(), t.what(), timeout.count(), t.waitingFor()));
-        throw Error(hocclRemoteError,
+          throw Error(hocclTimeout, silentPeerMessage(c.comm->describe(), t.what(), timeout.count(), t.waitingFor()));
+        throw Error(hocclTimeout,
                     silentPeerMessage(c.comm->describe(),
                                       fmt::format("{} step {}/{}", t.what(), c.step + 1, t.schedule->steps.size()),
                                       timeout.count(), pendingPeers(c)));

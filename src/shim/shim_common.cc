@@ -7,7 +7,6 @@
 
 #include "base/log.h"
 #include "base/params.h"
-#include "base/wait.h"
 #include "kernels/cuda/cuda_driver.h"
 
 // hoccl's C API uses NCCL's values, so casts between the two are exact. These asserts keep it that way.
@@ -22,8 +21,8 @@ static_assert(static_cast<int>(ncclSuccess) == hocclSuccess &&
                   static_cast<int>(ncclInvalidArgument) == hocclInvalidArgument &&
                   static_cast<int>(ncclInvalidUsage) == hocclInvalidUsage &&
                   static_cast<int>(ncclRemoteError) == hocclRemoteError &&
-                  static_cast<int>(ncclInProgress) == hocclInProgress,
-              "result values (ncclTimeout, new in 2.32, has no hoccl counterpart yet)");
+                  static_cast<int>(ncclInProgress) == hocclInProgress && static_cast<int>(ncclTimeout) == hocclTimeout,
+              "result values");
 static_assert(static_cast<int>(ncclSum) == hocclSum && static_cast<int>(ncclProd) == hocclProd &&
                   static_cast<int>(ncclMax) == hocclMax && static_cast<int>(ncclMin) == hocclMin &&
                   static_cast<int>(ncclAvg) == hocclAvg && static_cast<int>(ncclNumOps) == hocclNumOps &&
@@ -72,11 +71,8 @@ ncclResult_t fromHoccl(hocclResult_t result, hocclComm_t comm) {
   if (result != hocclSuccess && result != hocclInProgress) {
     const char* text = hocclGetLastError(comm);
     tlsLastError = (text && *text) ? text : hocclGetErrorString(result);
-    // A wait that gave up after HOCCL_TIMEOUT / NCCL_TIMEOUT is NCCL 2.32's ncclTimeout.
-    if (result == hocclRemoteError && isSilentPeerMessage(tlsLastError)) {
-      HOCCL_WARN(kCall, "ncclTimeout: {}", tlsLastError);
-      return ncclTimeout;
-    }
+    // A wait that gave up after HOCCL_TIMEOUT / NCCL_TIMEOUT (hocclTimeout) is NCCL 2.32's ncclTimeout.
+    if (result == hocclTimeout) HOCCL_WARN(kCall, "ncclTimeout: {}", tlsLastError);
   }
   return static_cast<ncclResult_t>(result);
 }

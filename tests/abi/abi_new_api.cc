@@ -8,7 +8,8 @@
 ///   refused;
 /// - 3 processes: ncclCommGetUniqueId + ncclCommGrow from 2 ranks to 3, then an all-reduce on the grown
 ///   communicator;
-/// - ncclTimeout: a rank whose peer never joins the all-reduce gets ncclTimeout after NCCL_TIMEOUT seconds.
+/// - ncclTimeout: a rank whose peer never joins the all-reduce gets ncclTimeout after NCCL_TIMEOUT seconds, and so
+///   does a rank whose peer never calls ncclCommInitRank.
 #include <nccl_device.h>
 
 #include <chrono>
@@ -365,6 +366,24 @@ void timeout(int rank, const ncclUniqueId& id) {
   }
 }
 
+// Rank 1 never calls ncclCommInitRank: rank 0's init must give ncclTimeout within NCCL_TIMEOUT (2 s) + 1 s.
+void absentAtInit(int rank, const ncclUniqueId& id) {
+  if (rank == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    return;
+  }
+  ncclComm_t comm = nullptr;
+  const auto start = std::chrono::steady_clock::now();
+  const ncclResult_t r = ncclCommInitRank(&comm, 2, id, rank);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  check(r == ncclTimeout, "init without rank 1 gives %d (%s), want ncclTimeout: %s", r, ncclGetErrorString(r),
+        ncclGetLastError(nullptr));
+  check(s >= 1.5 && s < 3, "init timed out after %.1f s with NCCL_TIMEOUT=2", s);
+  check(std::strstr(ncclGetLastError(nullptr), "never joined") != nullptr, "the init error names the missing rank: %s",
+        ncclGetLastError(nullptr));
+  if (r == ncclSuccess) ncclCommAbort(comm);
+}
+
 }  // namespace
 
 int main() {
@@ -377,7 +396,8 @@ int main() {
   const int badGrow = abi::runRanks(3, 90, grow);
   setenv("NCCL_TIMEOUT", "2", 1);
   const int badTimeout = abi::runRanks(2, 60, timeout);
-  const int failed = (local ? 1 : 0) + (bad2 ? 1 : 0) + (badGrow ? 1 : 0) + (badTimeout ? 1 : 0);
-  std::printf("%d passed, %d failed\n", 4 - failed, failed);
+  const int badAbsent = abi::runRanks(2, 60, absentAtInit);
+  const int failed = (local ? 1 : 0) + (bad2 ? 1 : 0) + (badGrow ? 1 : 0) + (badTimeout ? 1 : 0) + (badAbsent ? 1 : 0);
+  std::printf("%d passed, %d failed\n", 5 - failed, failed);
   return failed == 0 ? 0 : 1;
 }

@@ -46,6 +46,7 @@ struct Case {
   Call a, b;
   int warmup = 0;          ///< matching small all-reduces made first (past the calls the default policy always checks)
   bool groupEven = false;  ///< the even ranks make their call inside hocclGroupStart/End
+  bool knownGap = false;   ///< not detected as a mismatch yet: every rank must still fail, in time, writing nothing
 };
 
 const Case kCases[] = {
@@ -97,6 +98,15 @@ const Case kCases[] = {
      {Coll::AllReduce, 1 << 20},
      {Coll::AllReduce, 2 << 20},
      16,
+     true},
+    // Known gap (issue 15): past the first 16 calls only the side whose call is 1 MiB or more runs the check; the
+    // other (a small one-shot here) never answers it. Both must still fail (HOCCL_TIMEOUT, or the verdict) without
+    // success or a stray write (docs/reliability.md).
+    {"after 16 matching calls: all-reduce 1 Mi floats (checked) vs 1 Ki floats (not checked)",
+     {Coll::AllReduce, 1 << 20},
+     {Coll::AllReduce, 1 << 10},
+     16,
+     false,
      true},
 };
 
@@ -184,8 +194,13 @@ int runCase(int rank, int n, const hocclUniqueId& id, const Case& cs) {
       problems += "; its message does not name both calls (" + a + " and " + b + ")";
     if (!recv.untouched()) problems += "; says nothing was written, but its output changed";
   }
-  if (rc != hocclInvalidUsage) problems += "; did not detect the mismatch itself (hocclInvalidUsage)";
-  else {  // the check left the channels in step: a matching call still works
+  if (cs.knownGap) {
+    // (The checking side's own timeout names HOCCL_CHECK_MISMATCH=2, but a rank may get the verdict's text first.)
+    if (rc != hocclTimeout && rc != hocclRemoteError && rc != hocclInvalidUsage)
+      problems += std::string("; unexpected result ") + hocclGetErrorString(rc);
+  } else if (rc != hocclInvalidUsage) {
+    problems += "; did not detect the mismatch itself (hocclInvalidUsage)";
+  } else {  // the check left the channels in step: a matching call still works
     int32_t mineV[4], sum[4];
     for (int32_t& v : mineV) v = rank + 1;
     const hocclResult_t after = hocclAllReduce(mineV, sum, 4, hocclInt32, hocclSum, comm, nullptr);
@@ -195,7 +210,7 @@ int runCase(int rank, int n, const hocclUniqueId& id, const Case& cs) {
       problems += "; a matching all-reduce after the mismatch gave " + std::to_string(sum[0]);
   }
   // A rank that aborts while a peer still finishes the matching all-reduce would fail that peer: leave together.
-  if (problems.empty() && hocclCommFinalize(comm) == hocclSuccess) hocclCommDestroy(comm);
+  if (problems.empty() && !cs.knownGap && hocclCommFinalize(comm) == hocclSuccess) hocclCommDestroy(comm);
   else hocclCommAbort(comm);
   if (problems.empty()) return 0;
   return fail(rank, std::string(cs.name) + ": " + problems.substr(2));

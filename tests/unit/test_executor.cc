@@ -2,7 +2,7 @@
 // (hocclCommInitAll: one thread per rank, shm or tcp between them), every result checked against values computed
 // here independently. Covers send/recv, recvReduce, the local prims, step order, self-driven (poll) tasks among
 // scheduled ones, tasks of two communicators progressing together, the before/after hooks, a peer that never
-// arrives (hocclRemoteError after HOCCL_TIMEOUT, naming it) and an abort that releases a waiting run.
+// arrives (hocclTimeout after HOCCL_TIMEOUT, naming it) and an abort that releases a waiting run.
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
@@ -444,7 +444,7 @@ TEST_CASE("before and after hooks run around each task's steps", "[executor]") {
   REQUIRE(mismatch(copyOfOut.data(), expected) == "");
 }
 
-TEST_CASE("a peer that never arrives is a hocclRemoteError after HOCCL_TIMEOUT naming it", "[executor][timeout]") {
+TEST_CASE("a peer that never arrives is a hocclTimeout after HOCCL_TIMEOUT naming it", "[executor][timeout]") {
   Job job(2);
   std::vector<int32_t> out(64, kUntouched);
 
@@ -456,7 +456,7 @@ TEST_CASE("a peer that never arrives is a hocclRemoteError after HOCCL_TIMEOUT n
                          {nullptr, bytes(out)}, hocclInt32, 4, kernels::BinOp::Sum, "Lonely(recv from 1)"));
     Outcome o = runCatching(tasks);  // rank 1 never runs anything
     INFO(o.error);
-    CHECK(o.code == hocclRemoteError);
+    CHECK(o.code == hocclTimeout);
     CHECK(o.error.find("Lonely(recv from 1)") != std::string::npos);
     CHECK(o.error.find("step 2/2") != std::string::npos);
     CHECK(o.error.find("waiting for rank 1 (host") != std::string::npos);
@@ -475,7 +475,7 @@ TEST_CASE("a peer that never arrives is a hocclRemoteError after HOCCL_TIMEOUT n
     tasks.push_back(std::move(t));
     Outcome o = runCatching(tasks);
     INFO(o.error);
-    CHECK(o.code == hocclRemoteError);
+    CHECK(o.code == hocclTimeout);
     CHECK(o.error.find("Stuck(poll)") != std::string::npos);
     CHECK(o.error.find("waiting for rank 1 (host h, pid 42)") != std::string::npos);
     CHECK(o.error.find(fmt::format("no progress for {} s", kTimeoutSec)) != std::string::npos);

@@ -501,8 +501,8 @@ TEST_CASE("streaming bandwidth between two processes (64 MiB messages)", "[.benc
 TEST_CASE("a receive that does not match the message's length is an error naming both, on shm and tcp",
           "[transports]") {
   // Rank 0 sends `sent` bytes, rank 1 posts a receive of `posted` bytes (guard bytes after it). Rank 1 must fail with
-  // hocclInvalidUsage naming both lengths, and nothing may be written beyond its buffer. tcp carries each message's
-  // length ahead of its first stripe; shm compares the slots' lengths.
+  // hocclInvalidUsage naming both lengths and the peer, and nothing may be written beyond its buffer. tcp carries each
+  // message's length ahead of its first stripe; shm carries it in every slot's descriptor.
   for (Kind kind : {Kind::Shm, Kind::Tcp}) {
     for (auto [sent, posted] : {std::pair<size_t, size_t>{200, 100}, {100, 200}, {3u << 20, 1u << 20}}) {
       DYNAMIC_SECTION(kindName(kind) << ": sent " << sent << ", posted " << posted) {
@@ -520,10 +520,9 @@ TEST_CASE("a receive that does not match the message's length is an error naming
         CHECK(seen.code == hocclInvalidUsage);
         CHECK(seen.error.find("mismatch") != std::string::npos);
         CHECK(seen.guardIntact);
-        if (kind == Kind::Tcp) {
-          CHECK(seen.error.find(std::to_string(sent)) != std::string::npos);
-          CHECK(seen.error.find(std::to_string(posted)) != std::string::npos);
-        }
+        CHECK(seen.error.find("a receive of " + std::to_string(posted) + " bytes") != std::string::npos);
+        CHECK(seen.error.find(std::to_string(sent) + " bytes") != std::string::npos);
+        CHECK(seen.error.find("rank 0 (host testhost") != std::string::npos);
       }
     }
   }

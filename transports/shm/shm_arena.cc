@@ -122,7 +122,7 @@ std::unique_ptr<Arena> Arena::connect(const ConnectContext& ctx, size_t maxBytes
     agreeOnPhase(ctx, "creating the small-message arena", nullptr);
   } catch (const Error& e) {
     if (base) munmap(base, bytes);
-    if (e.code() == hocclRemoteError) throw;
+    if (e.code() == hocclRemoteError || e.code() == hocclTimeout) throw;
     agreeOnPhase(ctx, "creating the small-message arena", &e);
   }
   std::unique_ptr<Arena> arena;
@@ -151,7 +151,7 @@ std::unique_ptr<Arena> Arena::connect(const ConnectContext& ctx, size_t maxBytes
     std::memcpy(arena->line(ctx.rank, 0).inlineData, &probe, sizeof(probe));
     agreeOnPhase(ctx, "mapping the small-message arena", nullptr);
   } catch (const Error& e) {
-    if (e.code() == hocclRemoteError) throw;
+    if (e.code() == hocclRemoteError || e.code() == hocclTimeout) throw;
     agreeOnPhase(ctx, "mapping the small-message arena", &e);
   }
   if (file.fd >= 0) {

@@ -10,8 +10,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <new>
@@ -131,22 +133,6 @@ std::unique_ptr<Segment> Segment::open(const std::string& name, int creatorPid, 
   return seg;
 }
 
-// ---- liveness ----
-
-bool processAlive(int pid) {
-  if (pid <= 0) return true;  // unknown: cannot tell
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  // A killed child that its parent has not reaped yet still answers kill(): look at its state.
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  if (!stat) return true;  // no procfs: trust kill()
-  std::string line;
-  std::getline(stat, line);
-  size_t paren = line.rfind(')');
-  if (paren == std::string::npos || paren + 2 >= line.size()) return true;
-  char state = line[paren + 2];
-  return state != 'Z' && state != 'X' && state != 'x';
-}
-
 // ---- ShmChannel ----
 
 ShmChannel::ShmChannel(const boot::RankInfo& self, const boot::RankInfo& peerInfo, bool checkPid,
@@ -192,6 +178,7 @@ bool ShmChannel::progressSends() {
     info.bytes = static_cast<uint32_t>(n);
     info.last = s.done == s.bytes ? 1 : 0;
     info.kind = inlined ? kSlotInline : kSlotData;
+    info.messageBytes = static_cast<uint32_t>(std::min<size_t>(s.bytes, UINT32_MAX));
     publish(info);
     moved = true;
     if (s.done == s.bytes) sends_.pop_front();
@@ -207,12 +194,15 @@ bool ShmChannel::progressRecvs() {
     if (info.seq.load(std::memory_order_acquire) != inTail_ + 1) break;  // nothing published
     PendingRecv& r = recvs_.front();
     bool endsHere = r.done + info.bytes == r.bytes;
-    if (info.bytes == 0 || r.done + info.bytes > r.bytes || endsHere != (info.last != 0))
+    if (info.bytes == 0 || r.done + info.bytes > r.bytes || endsHere != (info.last != 0)) {
+      const std::string sent = info.messageBytes == UINT32_MAX ? std::string("4 GiB or more")
+                                                               : std::to_string(info.messageBytes);
       throwMismatch(
-          fmt::format("shm: message size mismatch with {}: a receive of {} bytes (got {} so far) met a "
-                      "slot of {} bytes (end of message: {}); nothing more was read. The two ranks posted "
+          fmt::format("shm: message size mismatch with {}: this rank posted a receive of {} bytes, the peer sent "
+                      "a message of {} bytes (got {} bytes of it so far; nothing more was read). The two ranks posted "
                       "different sizes: their calls differ (count, type, collective or order)",
-                      describePeer(peer_), r.bytes, r.done, info.bytes, info.last != 0));
+                      describePeer(peer_), r.bytes, sent, r.done));
+    }
     const char* src = info.kind == kSlotInline ? info.inlineData : in_->slot(inTail_);
     if (r.target.direct) std::memcpy(static_cast<char*>(r.target.direct) + r.done, src, info.bytes);
     else r.target.sink(src, r.done, info.bytes);

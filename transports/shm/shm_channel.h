@@ -9,7 +9,7 @@
 ///            tail      slots released by the receiver   (own cache line, release/acquire)
 ///            bell      futex word the receiver sleeps on, plus its `sleeping` flag (own cache line)
 ///            info[i]   one cache line per slot: its sequence number (the publication), bytes, end-of-message
-///                      flag, and up to kInlineBytes of payload for small messages
+///                      flag, the whole message's size, and up to kInlineBytes of payload for small messages
 ///   page 2.. slot 0, slot 1, ... slot (slots-1)
 ///
 /// A message occupies ceil(bytes / slotBytes) consecutive slots (never shares a slot with another message), so a
@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "transports/transport.h"
+#include "transports/transport_util.h"
 
 namespace hoccl::transport::shm {
 
@@ -50,7 +51,7 @@ struct alignas(64) SlotInfo {
   uint32_t bytes;                            ///< payload bytes in the slot
   uint32_t last;                             ///< 1 if this slot ends its message
   uint32_t kind;                             ///< kSlotData or kSlotInline
-  uint32_t reserved;                         ///< keeps inlineData 8-byte aligned (sinks read it as typed elements)
+  uint32_t messageBytes;                     ///< the whole message's bytes (UINT32_MAX: 4 GiB or more), for errors
   alignas(8) char inlineData[kInlineBytes];  ///< the payload when kind == kSlotInline
 };
 static_assert(sizeof(SlotInfo) == 64, "one slot descriptor per cache line");
@@ -170,8 +171,5 @@ class ShmChannel final : public Channel {
   std::chrono::steady_clock::time_point nextCheck_;
   uint32_t idlePolls_ = 0;  ///< idle progress calls; the peer's liveness is checked every 256th
 };
-
-/// True if process `pid` is alive (exists and is not a zombie).
-bool processAlive(int pid);
 
 }  // namespace hoccl::transport::shm

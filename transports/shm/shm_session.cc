@@ -130,7 +130,7 @@ void Exchange::check() {
     }
   }
   static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
-  if (now - waitingSince_ > timeout) throwRemoteError(silentPeerMessage(ctx.who, what(), timeout.count(), missing()));
+  if (now - waitingSince_ > timeout) throwTimeout(silentPeerMessage(ctx.who, what(), timeout.count(), missing()));
 }
 
 std::string Exchange::missing() const {

@@ -77,8 +77,8 @@ class Exchange {
   Exchange(ArenaSession& session, const CollCall& call, Protocol protocol, const void* payload, size_t bytes,
            bool needsAll, int only = -1);
   /// Publishes when the slot is free; true once every needed peer has published this round and agreed on the call.
-  /// Throws hocclRemoteError naming a dead or silent peer (or the job's recorded failure), hocclInvalidUsage on a
-  /// mismatch or an abort.
+  /// Throws hocclRemoteError naming a dead peer (or the job's recorded failure), hocclTimeout naming a silent one,
+  /// hocclInvalidUsage on a mismatch or an abort.
   bool poll();
   /// The peers this rank waits for now, for messages.
   std::string missing() const;

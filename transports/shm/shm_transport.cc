@@ -64,7 +64,7 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectConte
     agreeOnPhase(ctx, "creating its shared-memory segments", nullptr);
   } catch (const Error& e) {
     out.clear();
-    if (e.code() == hocclRemoteError) throw;
+    if (e.code() == hocclRemoteError || e.code() == hocclTimeout) throw;
     agreeOnPhase(ctx, "creating its shared-memory segments", &e);
   }
   try {
@@ -73,7 +73,7 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectConte
     }
     agreeOnPhase(ctx, "mapping its peers' shared-memory segments", nullptr);
   } catch (const Error& e) {
-    if (e.code() == hocclRemoteError) throw;
+    if (e.code() == hocclRemoteError || e.code() == hocclTimeout) throw;
     agreeOnPhase(ctx, "mapping its peers' shared-memory segments", &e);
   }
   // Every rank has mapped everything it needs: the creators let go of their files.

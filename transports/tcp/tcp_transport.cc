@@ -59,7 +59,7 @@ std::map<int, std::vector<net::Fd>> acceptAll(const ConnectContext& ctx, int lis
       for (auto& [p, socks] : got)
         for (size_t i = 0; i < socks.size(); ++i)
           if (!socks[i]) who += fmt::format(" {}#{}", describePeer(ctx.peers.at(p)), i);
-      throwRemoteError(
+      throwTimeout(
           fmt::format("tcp: rank {} timed out waiting for connections from:{}. Those ranks may have failed during "
                       "init, or cannot reach this host (firewall, HOCCL_SOCKET_IFNAME); raise HOCCL_TIMEOUT if they "
                       "are only slow",

@@ -36,6 +36,9 @@ UcxChannel::UcxChannel(std::shared_ptr<Worker> worker, const boot::RankInfo& sel
     : worker_(std::move(worker)), self_(self), peer_(peerInfo) {
   if (!worker_ || !worker_->peer(peer_.rank).ep)
     throwInternalError(fmt::format("ucx: channel to rank {} without an endpoint", peer_.rank));
+  // UCX's shared-memory transports report no peer failure: a same-host peer's death is seen by its pid, as shm does.
+  // The host identity (hostname and boot id), not the hostname alone: another host's pid means nothing here.
+  watchPid_ = self_.hostHash == peer_.hostHash && peer_.pid != self_.pid && processAlive(peer_.pid);
 }
 
 UcxChannel::~UcxChannel() {
@@ -163,6 +166,8 @@ bool UcxChannel::progress() {
   if (!sends_.empty() || !recvs_.empty()) {
     const PeerEp& p = worker_->peer(peer_.rank);
     if (p.error != UCS_OK) fail(fmt::format("its endpoint failed: {}", statusText(p.error)));
+    if (!moved && watchPid_ && (++idlePolls_ & 255) == 0 && !processAlive(peer_.pid))
+      fail("its process has exited or was killed");
   }
   return moved;
 }

@@ -76,6 +76,8 @@ class UcxChannel final : public Channel {
   std::deque<std::unique_ptr<Op>> sends_;
   std::deque<Recv> recvs_;
   bool markedBusy_ = false;  ///< what the worker was last told (CallScope)
+  bool watchPid_ = false;    ///< the peer runs on this host and its pid is visible: a kill is seen at once
+  uint32_t idlePolls_ = 0;   ///< fruitless progress calls; the peer's pid is looked at every 256th
 };
 
 }  // namespace hoccl::transport::ucx
