@@ -253,6 +253,15 @@ const char* hocclGetErrorString(hocclResult_t result);
 /// The last error message of this thread (comm may be NULL), or "" if none.
 const char* hocclGetLastError(hocclComm_t comm);
 
+/* ---- Launchers (issue 14, track launch; docs/launchers.md) ---- */
+
+/// The launcher that started this process, as launcher-style init reads it (hoccl-run, torchrun, Open MPI, PMIx,
+/// MPICH/Hydra, Slurm; docs/launchers.md): this process's rank, the number of processes, its rank among the
+/// processes of its host and their number (-1 when the launcher does not say) and the launcher's name (valid until
+/// this thread's next call). Without a launcher: *nranks = 0, *launcher = NULL. A partial or malformed launcher
+/// environment is an error naming the variables read. Any pointer may be NULL. hoccl extension.
+hocclResult_t hocclGetLauncherRank(int* rank, int* nranks, int* localRank, int* localSize, const char** launcher);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif
