@@ -135,11 +135,12 @@ hocclResult_t hocclCommInitRankConfig(hocclComm_t* comm, int nranks, hocclUnique
 /// Creates ndev communicators of one clique in this process (one rank per entry; devlist may be NULL).
 /// Each communicator must then be driven by its own thread, or all of them inside one group.
 hocclResult_t hocclCommInitAll(hocclComm_t* comms, int ndev, const int* devlist);
-/// Creates communicators from the launcher environment (HOCCL_COMM_ID + HOCCL_AUTH_TOKEN, rank and size from
-/// HOCCL_RANK/HOCCL_WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_* or SLURM_*). hoccl extension.
+/// Creates communicators from the launcher environment: rank and size from hoccl-run, torchrun, Open MPI, PMIx,
+/// MPICH or Slurm, the root from HOCCL_COMM_ID or the launcher (docs/launchers.md). hoccl extension.
 hocclResult_t hocclCommInitFromEnv(hocclComm_t* comm, int* rank, int* nranks);
-/// Creates rank `rank` of `nranks` with the bootstrap root at HOCCL_COMM_ID (host:port, served by rank 0) and the
-/// secret from HOCCL_AUTH_TOKEN; for launchers that start several ranks per process (threads). hoccl extension.
+/// Creates rank `rank` of `nranks` with the bootstrap root at HOCCL_COMM_ID (host:port, served by rank 0), else where
+/// the launcher's variables put it, and the secret from HOCCL_AUTH_TOKEN (else derived from the launcher's job id,
+/// docs/launchers.md); also for several ranks per process (threads). hoccl extension.
 hocclResult_t hocclCommInitRankFromEnv(hocclComm_t* comm, int nranks, int rank);
 /// Splits comm: ranks with the same color form a new communicator ordered by key (then old rank). Non-blocking when
 /// config->blocking = 0, or config is NULL and comm was made non-blocking: returns hocclInProgress with *newcomm set

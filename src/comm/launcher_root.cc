@@ -55,12 +55,12 @@ boot::UniqueId launcherUniqueId(int rank, int nranks) {
   auto token = params::AUTH_TOKEN.value();
   if (commId && token) return boot::uniqueIdFor(*commId, *token, rank, "HOCCL_COMM_ID");
   std::optional<LauncherInfo> info = detectLauncher();
-  if (nranks == 1) {
+  if (nranks == 1 && !commId) {
     if (info && info->size > 1)
       throwInvalidUsage(fmt::format(
           "a 1-rank communicator was asked for, but {} started {} processes (read: {}): pass the job's size",
           info->launcher, info->size, info->vars));
-    if (!commId) return boot::createUniqueId();
+    return boot::createUniqueId();
   }
   if (!info) return boot::uniqueIdFromEnvironment(rank);  // its message says what to set
   const std::string root = launcherRootAddress(*info);
