@@ -101,9 +101,15 @@
   STRING(COMM_ID, "", "host:port of the bootstrap root for launcher-style init (rank 0 listens there)")                \
   STRING(AUTH_TOKEN, "", "Job secret for launcher-style init (any text; hashed into the 128-bit secret)")              \
   INT(RANK, std::nullopt, 0, 16777215,                                                                                 \
-      "This process's rank for launcher-style init (else OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID)")             \
+      "This process's rank for launcher-style init (else torchrun's, Open MPI's, PMIx's, MPICH's or Slurm's)")         \
   INT(WORLD_SIZE, std::nullopt, 1, 16777216,                                                                           \
-      "Number of ranks for launcher-style init (else OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS)")                 \
+      "Number of ranks for launcher-style init (else torchrun's, Open MPI's, PMIx's, MPICH's or Slurm's)")             \
+  /* Launchers (track launch: src/comm/launcher_*.cc, docs/launchers.md) */                                            \
+  INT(LOCAL_RANK, std::nullopt, 0, 16777215, "This process's rank among the ranks of its host (set by hoccl-run)")     \
+  INT(LOCAL_SIZE, std::nullopt, 1, 16777216, "Number of ranks on this process's host (set by hoccl-run)")              \
+  INT(PORT, std::nullopt, 1, 65535,                                                                                    \
+      "Bootstrap root port under a launcher when HOCCL_COMM_ID is unset (unset: MASTER_PORT+1 under torchrun, "        \
+      "else 20000 + a hash of the launcher's job id mod 12000; docs/launchers.md)")                                    \
   /* Cost model of the tuner (topology/link_model.cc): alpha-beta parameters per link class */                         \
   INT(LINK_BW_SELF, 10000, 1, 100000000, "Cost model: local copy/reduce rate, MB/s")                                   \
   INT(LINK_BW_INTRA_HOST, 4000, 1, 100000000,                                                                          \

@@ -14,41 +14,23 @@
 namespace hoccl_perf {
 namespace {
 
-/// Reads an integer environment variable; false when unset, exits with a message when malformed.
-bool envInt(const char* name, int* out) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return false;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  if (end == v || *end != '\0' || x < 0 || x > 1 << 24) {
-    fmt::print(stderr, "hoccl perf: {}='{}' is not a valid rank or size\n", name, v);
-    std::exit(2);
+/// Finds the process rank and count from the launcher (hoccl-run, torchrun, Open MPI, PMIx, MPICH, Slurm), as the
+/// library reads it (docs/launchers.md). Under a launcher of several processes the ranks form one job whose root the
+/// library finds from the launcher (hocclCommInitRankFromEnv); it never falls back to separate 1-rank jobs. Returns
+/// false (after a message) when the launcher environment is unusable.
+bool detectLauncher(Job* job, const char* tool) {
+  int rank = 0, size = 0;
+  const char* launcher = nullptr;
+  hocclResult_t r = hocclGetLauncherRank(&rank, &size, nullptr, nullptr, &launcher);
+  if (r != hocclSuccess) {
+    fmt::print(stderr, "{}: cannot read the launcher environment: {}\n", tool, hocclGetLastError(nullptr));
+    return false;
   }
-  *out = static_cast<int>(x);
+  if (size <= 1) return true;  // no launcher, or one process: this process makes the id for its threads
+  job->launched = true;
+  job->procRank = rank;
+  job->nProcs = size;
   return true;
-}
-
-/// Finds the process rank and count from a launcher (hoccl-run, Open MPI, PMI, Slurm), in that order.
-void detectLauncher(Job* job) {
-  static const char* kPairs[][2] = {{"HOCCL_RANK", "HOCCL_WORLD_SIZE"},
-                                    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                                    {"PMI_RANK", "PMI_SIZE"},
-                                    {"SLURM_PROCID", "SLURM_NTASKS"}};
-  for (const auto& p : kPairs) {
-    int rank = 0, size = 0;
-    bool hasRank = envInt(p[0], &rank), hasSize = envInt(p[1], &size);
-    if (!hasRank && !hasSize) continue;
-    if (!hasRank || !hasSize || size < 1 || rank >= size) {
-      fmt::print(stderr, "hoccl perf: inconsistent launcher environment: {}={} {}={}\n", p[0],
-                 std::getenv(p[0]) ? std::getenv(p[0]) : "(unset)", p[1],
-                 std::getenv(p[1]) ? std::getenv(p[1]) : "(unset)");
-      std::exit(2);
-    }
-    job->launched = true;
-    job->procRank = rank;
-    job->nProcs = size;
-    return;
-  }
 }
 
 /// Exits the process when a rank's current test passes its -T deadline.
@@ -84,7 +66,7 @@ int perfMain(int argc, char** argv, const CollTest& test) {
   job.test = &test;
   int rc = parseOptions(argc, argv, test.name, &job.opts);
   if (rc >= 0) return rc;
-  detectLauncher(&job);
+  if (!detectLauncher(&job, test.name)) return 2;
   const int nThreads = job.opts.nThreads;
   if (!job.launched) {
     hocclResult_t r = hocclGetUniqueId(&job.id);

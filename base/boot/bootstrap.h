@@ -53,6 +53,9 @@ UniqueId createUniqueId();
 /// The unique id for a launcher-style init: root HOCCL_COMM_ID (host:port), secret from HOCCL_AUTH_TOKEN (hex or
 /// text, hashed) — rank 0 serves it. Throws InvalidUsage with advice when the variables are missing.
 UniqueId uniqueIdFromEnvironment(int rank);
+/// The unique id of a job whose root address (`commId`, host:port) and secret (`token`) every rank computed the same
+/// way; rank 0 listens on commId and serves it. `origin` says where commId came from, for the log.
+UniqueId uniqueIdFor(const std::string& commId, const std::string& token, int rank, const std::string& origin);
 
 /// "rank r (host h, pid p)": how every failure message names a rank (the words of transport::describePeer).
 std::string describeRank(const RankInfo& info);

@@ -107,11 +107,15 @@ UniqueId uniqueIdFromEnvironment(int rank) {
     throwInvalidUsage(
         "HOCCL_COMM_ID is set but HOCCL_AUTH_TOKEN is not: every rank needs the same secret token "
         "(for example from `openssl rand -hex 16`); hoccl-run sets one for you");
+  return uniqueIdFor(*commId, *token, rank, "HOCCL_COMM_ID");
+}
+
+UniqueId uniqueIdFor(const std::string& commId, const std::string& token, int rank, const std::string& origin) {
   UniqueId id;
   id.magic = kUniqueIdMagic;
   id.version = HOCCL_VERSION_CODE;
-  id.root = net::Address::parse(*commId);
-  const auto digest = tokenDigest(*token);
+  id.root = net::Address::parse(commId);
+  const auto digest = tokenDigest(token);
   std::memcpy(id.secret.data(), digest.data(), id.secret.size());
   uint64_t tag = 0;
   std::memcpy(&tag, digest.data() + 16, sizeof(tag));
@@ -119,7 +123,7 @@ UniqueId uniqueIdFromEnvironment(int rank) {
   if (rank == 0) {
     net::Address bound;
     net::Fd listener = net::listenOn(id.root, &bound);
-    HOCCL_INFO(kBootstrap, "rank 0 serves the bootstrap root on {} (HOCCL_COMM_ID)", bound.toString());
+    HOCCL_INFO(kBootstrap, "rank 0 serves the bootstrap root on {} ({})", bound.toString(), origin);
     startRootServer(std::move(listener), id);
   }
   return id;

@@ -136,11 +136,12 @@ hocclResult_t hocclCommInitRankConfig(hocclComm_t* comm, int nranks, hocclUnique
 /// Creates ndev communicators of one clique in this process (one rank per entry; devlist may be NULL).
 /// Each communicator must then be driven by its own thread, or all of them inside one group.
 hocclResult_t hocclCommInitAll(hocclComm_t* comms, int ndev, const int* devlist);
-/// Creates communicators from the launcher environment (HOCCL_COMM_ID + HOCCL_AUTH_TOKEN, rank and size from
-/// HOCCL_RANK/HOCCL_WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_* or SLURM_*). hoccl extension.
+/// Creates communicators from the launcher environment: rank and size from hoccl-run, torchrun, Open MPI, PMIx,
+/// MPICH or Slurm, the root from HOCCL_COMM_ID or the launcher (docs/launchers.md). hoccl extension.
 hocclResult_t hocclCommInitFromEnv(hocclComm_t* comm, int* rank, int* nranks);
-/// Creates rank `rank` of `nranks` with the bootstrap root at HOCCL_COMM_ID (host:port, served by rank 0) and the
-/// secret from HOCCL_AUTH_TOKEN; for launchers that start several ranks per process (threads). hoccl extension.
+/// Creates rank `rank` of `nranks` with the bootstrap root at HOCCL_COMM_ID (host:port, served by rank 0), else where
+/// the launcher's variables put it, and the secret from HOCCL_AUTH_TOKEN (else derived from the launcher's job id,
+/// docs/launchers.md); also for several ranks per process (threads). hoccl extension.
 hocclResult_t hocclCommInitRankFromEnv(hocclComm_t* comm, int nranks, int rank);
 /// Splits comm: ranks with the same color form a new communicator ordered by key (then old rank). Non-blocking when
 /// config->blocking = 0, or config is NULL and comm was made non-blocking: returns hocclInProgress with *newcomm set
@@ -253,6 +254,15 @@ hocclResult_t hocclCommPeerTransport(hocclComm_t comm, int peer, const char** na
 const char* hocclGetErrorString(hocclResult_t result);
 /// The last error message of this thread (comm may be NULL), or "" if none.
 const char* hocclGetLastError(hocclComm_t comm);
+
+/* ---- Launchers (issue 14, track launch; docs/launchers.md) ---- */
+
+/// The launcher that started this process, as launcher-style init reads it (hoccl-run, torchrun, Open MPI, PMIx,
+/// MPICH/Hydra, Slurm; docs/launchers.md): this process's rank, the number of processes, its rank among the
+/// processes of its host and their number (-1 when the launcher does not say) and the launcher's name (valid until
+/// this thread's next call). Without a launcher: *nranks = 0, *launcher = NULL. A partial or malformed launcher
+/// environment is an error naming the variables read. Any pointer may be NULL. hoccl extension.
+hocclResult_t hocclGetLauncherRank(int* rank, int* nranks, int* localRank, int* localSize, const char** launcher);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -10,6 +10,7 @@
 #include "comm/proxy.h"
 #include "kernels/device/device.h"
 #include "comm/launcher_env.h"
+#include "comm/launcher_root.h"
 #include "base/log.h"
 
 using namespace hoccl;
@@ -166,7 +167,7 @@ hocclResult_t hocclCommInitRank(hocclComm_t* comm, int nranks, hocclUniqueId com
 hocclResult_t hocclCommInitRankFromEnv(hocclComm_t* comm, int nranks, int rank) {
   return guarded("hocclCommInitRankFromEnv", [&] {
     checkRankArgs(comm, nranks, rank);
-    return initHandle(comm, boot::uniqueIdFromEnvironment(rank), rank, nranks, ConfigView{});
+    return initHandle(comm, launcherUniqueId(rank, nranks), rank, nranks, ConfigView{});
   });
 }
 
@@ -176,12 +177,26 @@ hocclResult_t hocclCommInitFromEnv(hocclComm_t* comm, int* rank, int* nranks) {
     if (!lr)
       throwInvalidUsage(
           "no rank/size in the environment: set HOCCL_RANK and HOCCL_WORLD_SIZE (or run under "
-          "hoccl-run, mpirun or srun)");
+          "hoccl-run, torchrun, mpirun, mpiexec or srun; docs/launchers.md)");
     checkRankArgs(comm, lr->size, lr->rank);
-    hocclResult_t r = initHandle(comm, boot::uniqueIdFromEnvironment(lr->rank), lr->rank, lr->size, ConfigView{});
+    hocclResult_t r = initHandle(comm, launcherUniqueId(lr->rank, lr->size), lr->rank, lr->size, ConfigView{});
     if (rank) *rank = lr->rank;
     if (nranks) *nranks = lr->size;
     return r;
+  });
+}
+
+hocclResult_t hocclGetLauncherRank(int* rank, int* nranks, int* localRank, int* localSize, const char** launcher) {
+  return guarded("hocclGetLauncherRank", [&] {
+    auto info = detectLauncher();
+    static thread_local std::string name;  // the string handed out stays valid until this thread's next call
+    name = info ? info->launcher : "";
+    if (rank) *rank = info ? info->rank : 0;
+    if (nranks) *nranks = info ? info->size : 0;
+    if (localRank) *localRank = info ? info->localRank : -1;
+    if (localSize) *localSize = info ? info->localSize : -1;
+    if (launcher) *launcher = info ? name.c_str() : nullptr;
+    return hocclSuccess;
   });
 }
 

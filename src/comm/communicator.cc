@@ -1,12 +1,14 @@
 // Communicator set-up: bootstrap, topology, one channel per peer from the first transport that reaches it.
 #include "comm/communicator.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <thread>
 
+#include "comm/launcher_env.h"
 #include "comm/proxy.h"
 #include "comm/topo_probe.h"
 #include "kernels/device/device.h"
@@ -19,10 +21,25 @@
 namespace hoccl {
 namespace {
 
+// The host identity: HOCCL_HOSTID when set; else the launcher's index of this rank's node when it gives one
+// (torchrun's GROUP_RANK, SLURM_NODEID), so that the ranks the launcher placed on one node form one host; else the
+// host name and boot id (topo::localHostId).
+std::string hostIdentity() {
+  if (!params::HOSTID.isSet()) {
+    try {
+      auto info = detectLauncher();
+      if (info && info->nodeIndex >= 0) return fmt::format("{}-node{}", info->launcher, info->nodeIndex);
+    } catch (const Error& e) {
+      HOCCL_INFO(kInit, "host identity: the launcher environment is not usable ({}); using the host name", e.what());
+    }
+  }
+  return topo::localHostId();
+}
+
 boot::RankInfo describeSelf() {
   boot::RankInfo self;
   self.pid = static_cast<int32_t>(getpid());
-  std::string hostId = topo::localHostId();
+  std::string hostId = hostIdentity();
   std::string switchId = topo::localSwitchId(hostId);
   gethostname(self.hostname, sizeof(self.hostname) - 1);
   std::strncpy(self.hostId, hostId.c_str(), sizeof(self.hostId) - 1);

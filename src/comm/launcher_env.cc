@@ -1,48 +1,68 @@
+// Reading a launcher's variables (with a record of what was read, for messages) and trying the table of launchers
+// in order.
 #include "comm/launcher_env.h"
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cstdlib>
 
 #include "base/error.h"
-#include "base/params.h"
 
 namespace hoccl {
-namespace {
 
-// Another launcher's variable (not one of hoccl's parameters), held to the range of the matching parameter.
-std::optional<int64_t> intFromEnv(const char* name, const params::IntParam& like) {
+std::optional<std::string> LauncherVars::text(const char* name) {
   const char* v = std::getenv(name);
-  if (!v || !*v) return std::nullopt;
-  char* end = nullptr;
-  long long x = std::strtoll(v, &end, 10);
-  if (end == v || *end != '\0' || x < like.lo() || x > like.hi())
-    throwInvalidArgument(fmt::format("{}='{}' is not valid: expected an integer in [{}, {}] ({})", name, v, like.lo(),
-                                     like.hi(), like.doc()));
+  std::optional<std::string> value;
+  if (v && *v) value = v;
+  note(name, value);
+  return value;
+}
+
+std::optional<int64_t> LauncherVars::integer(const char* name, int64_t lo, int64_t hi) {
+  auto t = text(name);
+  if (!t) return std::nullopt;
+  int64_t x = 0;
+  const char* end = t->data() + t->size();
+  auto [p, ec] = std::from_chars(t->data(), end, x);
+  if (ec != std::errc() || p != end || x < lo || x > hi)
+    throwInvalidArgument(
+        fmt::format("{}='{}' is not valid: expected an integer in [{}, {}] (launcher variables read: {})", name, *t, lo,
+                    hi, summary()));
   return x;
 }
 
-// A complete pair, checked; nullopt when either half is missing.
-std::optional<LauncherRank> pair(std::optional<int64_t> rank, std::optional<int64_t> size, const char* rankVar,
-                                 const char* sizeVar) {
-  if (!rank || !size) return std::nullopt;
-  if (*rank >= *size) throwInvalidArgument(fmt::format("{}={} is not below {}={}", rankVar, *rank, sizeVar, *size));
-  return LauncherRank{static_cast<int>(*rank), static_cast<int>(*size), std::string(rankVar) + "/" + sizeVar};
+void LauncherVars::note(const std::string& name, const std::optional<std::string>& value) {
+  for (const auto& r : read_)
+    if (r.first == name) return;
+  read_.emplace_back(name, value);
 }
 
-}  // namespace
+std::string LauncherVars::summary() const {
+  std::string out;
+  for (const auto& [name, value] : read_) {
+    if (!out.empty()) out += ", ";
+    out += value ? fmt::format("{}={}", name, *value) : name + " (unset)";
+  }
+  return out;
+}
 
-std::optional<LauncherRank> launcherRank() {
-  if (auto lr = pair(params::RANK.value(), params::WORLD_SIZE.value(), "HOCCL_RANK", "HOCCL_WORLD_SIZE")) return lr;
-  static const char* const kOthers[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                                           {"PMI_RANK", "PMI_SIZE"},
-                                           {"SLURM_PROCID", "SLURM_NTASKS"}};
-  for (const auto& names : kOthers) {
-    if (auto lr = pair(intFromEnv(names[0], params::RANK), intFromEnv(names[1], params::WORLD_SIZE), names[0],
-                       names[1]))
-      return lr;
+std::optional<LauncherInfo> detectLauncher() {
+  for (const LauncherEntry& e : launcherTable()) {
+    LauncherVars vars;
+    if (auto info = e.probe(vars)) {
+      if (info->launcher.empty()) info->launcher = e.name;  // a probe may hand over to another (PMIx under srun)
+      info->vars = vars.summary();
+      return info;
+    }
   }
   return std::nullopt;
+}
+
+std::optional<LauncherRank> launcherRank() {
+  auto info = detectLauncher();
+  if (!info) return std::nullopt;
+  return LauncherRank{info->rank, info->size, info->launcher};
 }
 
 }  // namespace hoccl

@@ -204,12 +204,12 @@ TEST_CASE("launcher rank and size: HOCCL_ first, then other launchers, all range
     REQUIRE(lr.has_value());
     CHECK(lr->rank == 1);
     CHECK(lr->size == 4);
-    CHECK(lr->source == "PMI_RANK/PMI_SIZE");
+    CHECK(lr->source == "MPICH/Hydra");
     ScopedEnv c("HOCCL_RANK", "2"), d("HOCCL_WORLD_SIZE", "3");
     lr = launcherRank();
     REQUIRE(lr.has_value());
     CHECK(lr->rank == 2);
-    CHECK(lr->source == "HOCCL_RANK/HOCCL_WORLD_SIZE");
+    CHECK(lr->source == "hoccl-run");
   }
   {
     ScopedEnv a("HOCCL_RANK", "3"), b("HOCCL_WORLD_SIZE", "3");

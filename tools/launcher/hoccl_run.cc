@@ -389,7 +389,10 @@ int parse(int argc, char** argv, Options* o) {
                "list hoccl's parameters (type, default, range, documentation); --params=markdown prints the "
                "README's table");
   app.prefix_command();
-  app.footer("Usage: hoccl-run -n 4 [-p] [--timeout S] [--env K=V]... -- PROGRAM ARGS...");
+  app.footer(
+      "Usage: hoccl-run -n 4 [-p] [--timeout S] [--env K=V]... -- PROGRAM ARGS...\n"
+      "Ranks on several hosts: start them with srun, mpirun or torchrun, whose variables hoccl reads "
+      "(docs/launchers.md).");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
