@@ -1,0 +1,74 @@
+// The fast cost model against the reference simulation of every rank: every algorithm and collective, regular and
+// uneven shapes, several sizes, within a stated tolerance; and the 16,384-rank prediction's cost.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+
+#include "algo/predict.h"
+#include "algo/registry.h"
+#include "algo/tuner.h"
+
+using namespace hoccl;
+using sched::Coll;
+
+namespace {
+
+// The tolerances the fast path promises against the reference (docs/model.md): 15% for the unrooted collectives on
+// regular shapes; 35% on uneven shapes, where the ranks are not alike and the lockstep assumption charges every
+// step its slowest rank, and for rooted collectives, whose root shares its port among all peers.
+constexpr double kTolerance = 0.15, kUnevenTolerance = 0.35;
+
+topo::LinkModel spineModel() {
+  topo::LinkModel m;  // the defaults, with a slow spine as on the namespace cluster
+  m.beta[hocclLinkInterSwitch] = m.spine = 0.125e9;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("fast predictions match the reference on small shapes", "[fast]") {
+  struct Shape {
+    const char* name;
+    topo::Topology t;
+    double tolerance;
+  };
+  const std::vector<Shape> shapes = {
+      {"2x2x2", topo::fromShape(2, 2, 2), kTolerance},
+      {"3x2x4", topo::fromShape(3, 2, 4), kTolerance},
+      {"1x4x4", topo::fromShape(1, 4, 4), kTolerance},
+      {"4x2x1", topo::fromShape(4, 2, 1), kTolerance},
+      {"uneven hosts 3,1;2,2", topo::fromCounts({{3, 1}, {2, 2}}), kUnevenTolerance},
+      {"uneven hosts 3,1;3,1", topo::fromCounts({{3, 1}, {3, 1}}), kUnevenTolerance},
+      {"uneven switches 2,2;2,2,2", topo::fromCounts({{2, 2}, {2, 2, 2}}), kUnevenTolerance},
+      {"uneven 2,3;1", topo::fromCounts({{2, 3}, {1}}), kUnevenTolerance},
+  };
+  const Coll colls[] = {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather, Coll::Broadcast,
+                        Coll::Reduce,    Coll::AlltoAll,      Coll::Gather,    Coll::Scatter};
+  double worst[2] = {0, 0};  // largest error: [uneven or rooted, regular unrooted]
+  for (const auto& model : {topo::LinkModel{}, spineModel()})
+    for (const auto& [name, t, tolerance] : shapes)
+      for (Coll c : colls)
+        for (size_t count : {size_t{4096}, size_t{1} << 18, size_t{1} << 22}) {
+          sched::CollArgs args{c, 0, t.nranks, count, t.nranks - 1, 0};
+          if (c == Coll::AlltoAll || c == Coll::Gather || c == Coll::Scatter || c == Coll::AllGather ||
+              c == Coll::ReduceScatter)
+            args.count = count / static_cast<size_t>(t.nranks);
+          for (const algo::Algorithm* a : algo::candidates(args, t)) {
+            if (std::string(a->name) == "direct" && count > (size_t{1} << 18)) continue;  // slow reference
+            auto full = algo::predictAlgorithm(*a, args, t, 4, model);
+            auto fast = algo::predictFast(*a, args, t, 4, model);
+            INFO(name << " " << sched::collName(c) << " " << a->name << " count " << args.count << " full "
+                      << full.seconds * 1e6 << " us, fast " << fast.seconds * 1e6 << " us");
+            const bool rooted = c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Gather || c == Coll::Scatter;
+            const double err = std::abs(fast.seconds - full.seconds) / full.seconds;
+            CHECK(err <= (rooted ? kUnevenTolerance : tolerance));
+            worst[tolerance == kTolerance && !rooted] = std::max(worst[tolerance == kTolerance && !rooted], err);
+            CHECK(double(fast.messages) == Approx(double(full.messages)).epsilon(0.05));
+            for (int k = 0; k < hocclNumLinkClasses; ++k)
+              CHECK(fast.bytes[k] == Approx(full.bytes[k]).epsilon(0.01).margin(64));
+          }
+        }
+  WARN("largest error of the fast path: regular unrooted " << worst[1] * 100 << "%, uneven or rooted " << worst[0] * 100
+                                                           << "%");
+}
