@@ -72,3 +72,38 @@ TEST_CASE("fast predictions match the reference on small shapes", "[fast]") {
   WARN("largest error of the fast path: regular unrooted " << worst[1] * 100 << "%, uneven or rooted " << worst[0] * 100
                                                            << "%");
 }
+
+TEST_CASE("the tuner predicts above 64 ranks instead of guessing", "[fast]") {
+  const topo::Topology t = topo::fromShape(8, 8, 4);  // 256 ranks
+  const topo::LinkModel model = topo::LinkModel::fromParams();
+  for (size_t count : {size_t{256}, size_t{1} << 20, size_t{1} << 24}) {
+    sched::CollArgs args{Coll::AllReduce, 0, t.nranks, count, 0, 0};
+    auto c = algo::candidates(args, t);
+    algo::Choice choice = algo::tune(args, t, 4, c);
+    REQUIRE(choice.algorithm);
+    CHECK(choice.seconds > 0);
+    // Independently: the fastest fast prediction (the tuner keeps an earlier candidate unless 1% slower).
+    double best = 0;
+    const algo::Algorithm* bestAlg = nullptr;
+    for (const algo::Algorithm* a : c) {
+      double s = algo::predictFast(*a, args, t, 4, model).seconds;
+      if (!bestAlg || s < best * 0.99) best = s, bestAlg = a;
+    }
+    INFO("count " << count << ": tuner chose " << choice.algorithm->name << ", expected " << bestAlg->name);
+    CHECK(choice.algorithm == bestAlg);
+    CHECK(choice.seconds == Approx(best));
+  }
+}
+
+TEST_CASE("16,384 ranks in 3 levels are predicted in seconds", "[fast][.scale]") {
+  const topo::Topology t = topo::fromShape(64, 32, 8);
+  const topo::LinkModel model;
+  for (const char* name : {"ring", "ho_ring"}) {
+    auto start = std::chrono::steady_clock::now();
+    sched::CollArgs args{Coll::AllReduce, 0, t.nranks, size_t{16} << 20, 0, 0};
+    auto p = algo::predict(algo::byName(name), args, t, 4, model);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    WARN(name << ": " << p.seconds * 1e3 << " ms predicted in " << s << " s");
+    CHECK(s < 10);
+  }
+}
