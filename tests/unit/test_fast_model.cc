@@ -3,7 +3,10 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
 
 #include "algo/predict.h"
 #include "algo/registry.h"
@@ -106,4 +109,46 @@ TEST_CASE("16,384 ranks in 3 levels are predicted in seconds", "[fast][.scale]")
     WARN(name << ": " << p.seconds * 1e3 << " ms predicted in " << s << " s");
     CHECK(s < 10);
   }
+}
+
+TEST_CASE("a model file round-trips and HOCCL_MODEL_FILE loads it under HOCCL_LINK_*", "[fast][model]") {
+  topo::LinkModel m;
+  m.alpha[hocclLinkIntraHost] = 0.7e-6;
+  m.beta[hocclLinkInterSwitch] = 25e6;
+  m.nic = 80e6;
+  m.spine = 25e6;
+  const std::string text = m.toJson("test");
+  topo::LinkModel back = topo::LinkModel::fromJson(text, "inline");
+  for (int c = 0; c < hocclNumLinkClasses; ++c) {
+    CHECK(back.alpha[c] == Approx(m.alpha[c]));
+    CHECK(back.beta[c] == Approx(m.beta[c]));
+  }
+  CHECK(back.nic == Approx(80e6));
+  CHECK(back.spine == Approx(25e6));
+  // Keys left out keep the defaults; nic and spine follow the class bandwidths when absent.
+  back = topo::LinkModel::fromJson(R"({"bandwidth_GBps": {"intra-switch": 0.5}})", "inline");
+  CHECK(back.nic == Approx(0.5e9));
+  CHECK(back.alpha[hocclLinkIntraHost] == Approx(topo::LinkModel{}.alpha[hocclLinkIntraHost]));
+  CHECK_THROWS_WITH(topo::LinkModel::fromJson(R"({"latency_us": {"warp": 1}})", "inline"),
+                    Catch::Contains("unknown link class 'warp'"));
+  CHECK_THROWS_WITH(topo::LinkModel::fromJson("{", "inline"), Catch::Contains("not JSON"));
+  CHECK_THROWS_WITH(topo::LinkModel::load("/nonexistent/model.json"), Catch::Contains("cannot read"));
+
+  char path[] = "/tmp/hoccl-model-XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  REQUIRE(write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  close(fd);
+  setenv("HOCCL_MODEL_FILE", path, 1);
+  unsetenv("HOCCL_LINK_BW_INTER_SWITCH");
+  topo::LinkModel loaded = topo::LinkModel::fromParams();
+  CHECK(loaded.spine == Approx(25e6));
+  CHECK(loaded.alpha[hocclLinkIntraHost] == Approx(0.7e-6));
+  setenv("HOCCL_LINK_BW_INTER_SWITCH", "50", 1);  // a parameter still overrides the file
+  loaded = topo::LinkModel::fromParams();
+  CHECK(loaded.spine == Approx(50e6));
+  CHECK(loaded.nic == Approx(80e6));
+  unsetenv("HOCCL_LINK_BW_INTER_SWITCH");
+  unsetenv("HOCCL_MODEL_FILE");
+  unlink(path);
 }
