@@ -1,7 +1,8 @@
 // The cost model's fast path (see fast_model.h).
 //
-// Two passes over the representatives' schedules (generated twice rather than kept: a flat ring on 16,384 ranks
-// has 32,766 steps per rank).
+// Two passes over the representatives' schedules, generated once: pass 1 keeps a compact summary (each step's sends
+// and the cost of its local prims; about 100 MB for a flat ring on 16,384 ranks, whose 256 representatives have
+// 32,766 steps each).
 // Pass 1 counts, per global step, the flows on every shared link the representatives touch: a host's NIC out and
 // in, a switch's uplink out and in, and each representative's receive port. A flow to a rank outside the
 // representatives is counted on the image of its receiver: the rank at the same place (host index in its switch,
@@ -21,6 +22,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <unordered_map>
 
 #include "base/error.h"
 
@@ -131,6 +133,17 @@ RepSet chooseReps(const Topology& t, Representatives kind) {
   return rs;
 }
 
+// What pass 2 needs of one representative's schedule, kept from pass 1 so that it is generated once.
+struct Summary {
+  struct Send {
+    int peer;
+    float bytes;
+  };
+  std::vector<uint32_t> stepEnd;                  // step k's sends are sends[stepEnd[k-1] .. stepEnd[k])
+  std::vector<Send> sends;                        // in step order
+  std::vector<std::pair<uint32_t, float>> local;  // (step, seconds of its slowest local prim), steps that have one
+};
+
 // One link of a step's fluid simulation.
 struct Link {
   int type;  // 0 port out, 1 port in, 2 NIC out, 3 NIC in, 4 uplink out, 5 uplink in
@@ -154,6 +167,7 @@ class FastSim {
 
   Prediction run() {
     recvs_.resize(rs_.reps.size());
+    summaries_.resize(rs_.reps.size());
     nicOut_.resize(t_.nhosts);
     nicIn_.resize(t_.nhosts);
     upOut_.resize(t_.nswitches);
@@ -170,13 +184,21 @@ class FastSim {
     const sched::Schedule s = gen_(r);
     pred_.maxSteps = std::max(pred_.maxSteps, s.steps.size());
     double messages = 0;
+    Summary& sum = summaries_[i];
+    sum.stepEnd.reserve(s.steps.size());
     for (size_t k = 0; k < s.steps.size(); ++k) {
       const size_t g = k;
+      double local = 0;
       for (const auto& p : s.steps[k].prims) {
-        if (p.kind == PrimKind::Recv || p.kind == PrimKind::RecvReduce) {
+        if (p.kind == PrimKind::Copy || p.kind == PrimKind::Reduce) {
+          bool same = p.kind == PrimKind::Copy && p.src == p.dst && p.srcOff == p.dstOff;
+          if (!same)
+            local = std::max(local, m_.alpha[hocclLinkSelf] + static_cast<double>(p.count) * elem_ / m_.beta[0]);
+        } else if (p.kind == PrimKind::Recv || p.kind == PrimKind::RecvReduce) {
           recvs_[i].add(g, 1.f);
         } else if (p.kind == PrimKind::Send) {
           checkPeer(r, p.peer, k);
+          sum.sends.push_back({p.peer, static_cast<float>(static_cast<double>(p.count) * elem_)});
           const hocclLinkClass_t cls = t_.linkClass(r, p.peer);
           bytes_[cls] += static_cast<double>(p.count) * elem_ * rs_.mult[i];
           messages += rs_.mult[i];
@@ -190,6 +212,8 @@ class FastSim {
           }
         }
       }
+      sum.stepEnd.push_back(static_cast<uint32_t>(sum.sends.size()));
+      if (local > 0) sum.local.emplace_back(static_cast<uint32_t>(k), static_cast<float>(local));
     }
     pred_.messages += static_cast<size_t>(messages + 0.5);
     for (int c = 0; c < hocclNumLinkClasses; ++c) pred_.bytes[c] = bytes_[c];
@@ -201,47 +225,44 @@ class FastSim {
   }
 
   int link(int type, int id, double cap, double users) {
-    for (size_t l = 0; l < links_.size(); ++l)
-      if (links_[l].type == type && links_[l].id == id) {
-        ++links_[l].mine;
-        return static_cast<int>(l);
-      }
+    const long long key = static_cast<long long>(id) * 8 + type;
+    auto [it, fresh] = linkIndex_.emplace(key, static_cast<int>(links_.size()));
+    if (!fresh) {
+      ++links_[it->second].mine;
+      return it->second;
+    }
     links_.push_back(Link{type, id, cap, std::max(users, 1.0), 1, 0});
-    return static_cast<int>(links_.size() - 1);
+    return it->second;
   }
 
   void price(size_t i) {
     const int r = rs_.reps[i];
-    const sched::Schedule s = gen_(r);
+    Summary& sum = summaries_[i];
     const double port = m_.beta[hocclLinkIntraHost];
-    for (size_t k = 0; k < s.steps.size(); ++k) {
+    size_t nextLocal = 0;
+    for (size_t k = 0; k < sum.stepEnd.size(); ++k) {
       const size_t g = k;
       links_.clear();
+      linkIndex_.clear();
       flows_.clear();
       double local = 0;
-      int sends = 0;
-      for (const auto& p : s.steps[k].prims)
-        if (p.kind == PrimKind::Send) ++sends;
-      for (const auto& p : s.steps[k].prims) {
-        if (p.kind == PrimKind::Copy || p.kind == PrimKind::Reduce) {
-          bool same = p.kind == PrimKind::Copy && p.src == p.dst && p.srcOff == p.dstOff;
-          if (!same)
-            local = std::max(local, m_.alpha[hocclLinkSelf] + static_cast<double>(p.count) * elem_ / m_.beta[0]);
-          continue;
-        }
-        if (p.kind != PrimKind::Send) continue;
-        const hocclLinkClass_t cls = t_.linkClass(r, p.peer);
-        Flow f{m_.alpha[cls], static_cast<double>(p.count) * elem_, m_.beta[cls], 0, {}, 0, false, false};
-        const int img = rs_.rankImage[p.peer];
+      if (nextLocal < sum.local.size() && sum.local[nextLocal].first == k) local = sum.local[nextLocal++].second;
+      const uint32_t begin = k ? sum.stepEnd[k - 1] : 0, end = sum.stepEnd[k];
+      const int sends = static_cast<int>(end - begin);
+      for (uint32_t j = begin; j < end; ++j) {
+        const int peer = sum.sends[j].peer;
+        const hocclLinkClass_t cls = t_.linkClass(r, peer);
+        Flow f{m_.alpha[cls], sum.sends[j].bytes, m_.beta[cls], 0, {}, 0, false, false};
+        const int img = rs_.rankImage[peer];
         f.links[f.nlinks++] = link(0, r, port, sends);
         f.links[f.nlinks++] = link(1, img, port, recvs_[rs_.repIndex[img]].at(g));
         if (cls >= hocclLinkIntraSwitch) {
-          const int hs = t_.hostOf[r], hd = rs_.hostImage[t_.hostOf[p.peer]];
+          const int hs = t_.hostOf[r], hd = rs_.hostImage[t_.hostOf[peer]];
           f.links[f.nlinks++] = link(2, hs, m_.nic, nicOut_[hs].at(g));
           f.links[f.nlinks++] = link(3, hd, m_.nic, nicIn_[hd].at(g));
         }
         if (cls == hocclLinkInterSwitch) {
-          const int ss = t_.switchOf[r], sd = rs_.switchImage[t_.switchOf[p.peer]];
+          const int ss = t_.switchOf[r], sd = rs_.switchImage[t_.switchOf[peer]];
           f.links[f.nlinks++] = link(4, ss, m_.spine, upOut_[ss].at(g));
           f.links[f.nlinks++] = link(5, sd, m_.spine, upIn_[sd].at(g));
         }
@@ -251,14 +272,17 @@ class FastSim {
       if (g >= stepTime_.size()) stepTime_.resize(g + 1, 0.0);
       stepTime_[g] = std::max(stepTime_[g], d);
     }
+    sum = Summary{};  // free it
   }
 
   // When the last of the step's flows ends.
   double flowsEnd() {
     if (flows_.empty()) return 0;
-    constexpr size_t kMaxFluid = 32;  // above: every flow keeps its initial share (no speed-up as others end)
+    // Above kMaxFluid flows every flow keeps its initial share (no speed-up as others end); one flow has nothing to
+    // share with.
+    constexpr size_t kMaxFluid = 32;
     double end = 0;
-    if (flows_.size() > kMaxFluid) {
+    if (flows_.size() > kMaxFluid || flows_.size() == 1) {
       for (const auto& f : flows_) {
         double rate = f.beta;
         for (int j = 0; j < f.nlinks; ++j) rate = std::min(rate, links_[f.links[j]].cap / links_[f.links[j]].users);
@@ -310,8 +334,10 @@ class FastSim {
   const FastOptions& o_;
   RepSet rs_;
   std::vector<Counts> recvs_, nicOut_, nicIn_, upOut_, upIn_;
+  std::vector<Summary> summaries_;
   std::vector<double> stepTime_;
   std::vector<Link> links_;
+  std::unordered_map<long long, int> linkIndex_;  // (id, type) -> index in links_
   std::vector<Flow> flows_;
   double bytes_[hocclNumLinkClasses] = {};
   Prediction pred_;
