@@ -2,9 +2,9 @@
 //   calibrate  rank 0 probes one peer per link class (the first rank that is intra-host, intra-switch and
 //              inter-switch from it): an 8-byte hocclSend/hocclRecv ping-pong gives the latency (half the median
 //              round trip), 1 MiB and 8 MiB ping-pongs the bandwidth (the slope between them, so per-message costs cancel);
-//              memcpy of 64 MiB gives the local copy rate. The NIC and spine capacities are set to the intra-switch
-//              and inter-switch rates (one flow fills them on the emulated cluster; a real fabric may need a
-//              many-flow probe, see docs/model.md). Classes without a peer keep the built-in values.
+//              memcpy of 64 MiB gives the local copy rate. The NIC and spine capacities are measured with all
+//              ranks of a host (switch) sending to the next host (switch) at once, as the algorithms load them.
+//              Classes without a peer keep the built-in values.
 //   validate   runs the collective over a size range (the algorithm HOCCL_ALGO forces, or whatever the tuner
 //              picks) and prints the cost model's prediction against the slowest rank's mean time.
 #include <fmt/format.h>
@@ -82,6 +82,37 @@ double roundTrip(Job& job, int peer, size_t bytes, int reps) {
   return times[reps / 2];
 }
 
+// Aggregate rate of every pair (src -> dst) sending at once: the slope between 1 MiB and 8 MiB of the slowest
+// rank's time (median of 3), times the number of pairs. Every rank takes part (barriers).
+double concurrentRate(Job& job, const std::vector<std::pair<int, int>>& pairs) {
+  auto timed = [&](size_t bytes) {
+    std::vector<char> buf(bytes);
+    std::vector<double> times;
+    for (int i = 0; i < 3; ++i) {
+      job.barrier();
+      auto start = Clock::now();
+      for (const auto& [src, dst] : pairs) {
+        if (job.rank == src) check(hocclSend(buf.data(), bytes, hocclUint8, dst, job.comm, nullptr), "probe send");
+        if (job.rank == dst) check(hocclRecv(buf.data(), bytes, hocclUint8, src, job.comm, nullptr), "probe receive");
+      }
+      times.push_back(job.maxOf(since(start)));
+    }
+    std::sort(times.begin(), times.end());
+    return times[1];
+  };
+  const size_t small = size_t{1} << 20, large = size_t{8} << 20;
+  const double t1 = timed(small), t2 = timed(large);
+  const double perPair = t2 > t1 ? static_cast<double>(large - small) / (t2 - t1) : static_cast<double>(large) / t2;
+  return perPair * static_cast<double>(pairs.size());
+}
+
+// The ranks of each host and switch, in rank order.
+std::vector<std::vector<int>> members(const std::vector<int>& of, int groups) {
+  std::vector<std::vector<int>> m(groups);
+  for (size_t r = 0; r < of.size(); ++r) m[of[r]].push_back(static_cast<int>(r));
+  return m;
+}
+
 double memcpyRate() {
   const size_t bytes = size_t{64} << 20;
   std::vector<char> a(bytes, 1), b(bytes, 2);
@@ -127,13 +158,37 @@ int calibrate(const CalibrateOptions& o) {
                  bw / 1e9);
     }
   }
+  // Shared capacities with as many flows as the algorithms put on them: every rank of host 0 to the rank with the
+  // same local index on the next host of its switch (the NIC), every rank of switch 0 to its counterpart on
+  // switch 1 (the uplink).
+  m.nic = m.beta[hocclLinkIntraSwitch];
+  m.spine = m.beta[hocclLinkInterSwitch];
+  const auto hostRanks = members(t.hostOf, t.nhosts), switchRanks = members(t.switchOf, t.nswitches);
+  int nextHost = -1;
+  for (int r : switchRanks[t.switchOf[0]])
+    if (t.hostOf[r] != t.hostOf[0] && nextHost < 0) nextHost = t.hostOf[r];
+  if (nextHost >= 0) {
+    std::vector<std::pair<int, int>> pairs;
+    for (size_t i = 0; i < std::min(hostRanks[t.hostOf[0]].size(), hostRanks[nextHost].size()); ++i)
+      pairs.emplace_back(hostRanks[t.hostOf[0]][i], hostRanks[nextHost][i]);
+    m.nic = concurrentRate(job, pairs);
+    source += fmt::format(" NIC ({} flows) {:.3f} GB/s;", pairs.size(), m.nic / 1e9);
+    if (job.rank == 0) fmt::print("{:>13}: {} flows host to host {:8.3f} GB/s\n", "NIC", pairs.size(), m.nic / 1e9);
+  }
+  if (t.nswitches > 1) {
+    std::vector<std::pair<int, int>> pairs;
+    for (size_t i = 0; i < std::min(switchRanks[0].size(), switchRanks[1].size()); ++i)
+      pairs.emplace_back(switchRanks[0][i], switchRanks[1][i]);
+    m.spine = concurrentRate(job, pairs);
+    source += fmt::format(" spine uplink ({} flows) {:.3f} GB/s;", pairs.size(), m.spine / 1e9);
+    if (job.rank == 0)
+      fmt::print("{:>13}: {} flows switch to switch {:8.3f} GB/s\n", "spine", pairs.size(), m.spine / 1e9);
+  }
   job.barrier();
   if (job.rank == 0) {
     m.beta[hocclLinkSelf] = memcpyRate();
     source += fmt::format(" self memcpy {:.2f} GB/s", m.beta[hocclLinkSelf] / 1e9);
     fmt::print("{:>13}: memcpy 64 MiB {:8.3f} GB/s\n", "self", m.beta[hocclLinkSelf] / 1e9);
-    m.nic = m.beta[hocclLinkIntraSwitch];
-    m.spine = m.beta[hocclLinkInterSwitch];
     std::ofstream out(o.out);
     out << m.toJson(source);
     if (!out) throw std::runtime_error("cannot write the model file '" + o.out + "'");
