@@ -9,7 +9,8 @@
 //   per step  all-reduce of the weight gradient over the gd data-parallel ranks (k*n/(gx*gy*gz)).
 // A transformer layer is four such layers: H x 3H (QKV), H x H (projection), H x 4H and 4H x H (MLP). The
 // data-parallel all-reduce covers all --params parameters. Each collective is priced by the cost model
-// (algo::predict, the faster of ring and HO-Ring; groups above 1,024 ranks HO-Ring only) on the group's own shape,
+// (the fast path algo::predictFast at every size, the faster of ring and HO-Ring; groups above 1,024 ranks HO-Ring
+// only) on the group's own shape,
 // with the NIC and spine capacity divided among the groups that share them. Memory per rank: model states only,
 // 16 bytes per parameter (bf16 weights and gradients, fp32 Adam) over gx*gy*gz; activations are not counted.
 // PaRO strategies (data parallel, groups = hosts): the PaRO mapper's own ranking (src/paro/plan.h) with this
@@ -91,7 +92,7 @@ class GroupPricer {
     for (const algo::Algorithm* a : algo::candidates(args, g)) {
       const std::string name = a->name;
       if (name == "direct" || (name == "ring" && size > 1024)) continue;
-      double s = algo::predict(*a, args, g, 2, m).seconds;
+      double s = algo::predictFast(*a, args, g, 2, m).seconds;
       if (best == 0 || s < best) best = s;
     }
     cache_.emplace(key, best);
