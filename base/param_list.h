@@ -120,6 +120,11 @@
   INT(LINK_BW_INTER_SWITCH, 1200, 1, 100000000, "Cost model: a switch's uplink to the spine, MB/s per direction")      \
   INT(LINK_LAT_SELF, std::nullopt, 1, 10000000,                                                                        \
       "Cost model: cost of one local copy/reduce, whole microseconds (unset: 0.1)")                                    \
-  INT(LINK_LAT_INTRA_HOST, 2, 1, 10000000, "Cost model: message latency inside a host, microseconds")                  \
+  INT(LINK_LAT_INTRA_HOST, std::nullopt, 1, 10000000,                                                                 \
+      "Cost model: message latency inside a host, whole microseconds (unset: 0.5, measured, docs/model.md)")           \
   INT(LINK_LAT_INTRA_SWITCH, 15, 1, 10000000, "Cost model: message latency between hosts of one switch, microseconds") \
-  INT(LINK_LAT_INTER_SWITCH, 20, 1, 10000000, "Cost model: message latency across switches, microseconds")
+  INT(LINK_LAT_INTER_SWITCH, 20, 1, 10000000, "Cost model: message latency across switches, microseconds")            \
+  /* Cost model file (track model, issue 17) */                                                                        \
+  STRING(MODEL_FILE, "",                                                                                               \
+         "Cost model file (JSON, written by hoccl-model calibrate): replaces the built-in link parameters; "          \
+         "HOCCL_LINK_* still override")

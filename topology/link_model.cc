@@ -3,8 +3,14 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
 #include <iterator>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
+#include "base/error.h"
 #include "base/params.h"
 
 namespace hoccl::topo {
@@ -31,6 +37,15 @@ const char* linkClassName(hocclLinkClass_t c) {
 
 LinkModel LinkModel::fromParams() {
   LinkModel m;
+  if (auto file = params::MODEL_FILE.value()) {
+    // Read once per path (every decision asks).
+    static std::mutex mutex;
+    static std::map<std::string, LinkModel> loaded;
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = loaded.find(*file);
+    if (it == loaded.end()) it = loaded.emplace(*file, load(*file)).first;
+    m = it->second;
+  }
   static const params::IntParam* const kBw[] = {&params::LINK_BW_SELF, &params::LINK_BW_INTRA_HOST,
                                                 &params::LINK_BW_INTRA_SWITCH, &params::LINK_BW_INTER_SWITCH};
   static const params::IntParam* const kLat[] = {&params::LINK_LAT_SELF, &params::LINK_LAT_INTRA_HOST,
@@ -40,8 +55,8 @@ LinkModel LinkModel::fromParams() {
     m.beta[c] = scaled(*kBw[c], m.beta[c], 1e6);
     m.alpha[c] = scaled(*kLat[c], m.alpha[c], 1e-6);
   }
-  m.nic = m.beta[hocclLinkIntraSwitch];
-  m.spine = m.beta[hocclLinkInterSwitch];
+  if (!params::MODEL_FILE.isSet() || params::LINK_BW_INTRA_SWITCH.isSet()) m.nic = m.beta[hocclLinkIntraSwitch];
+  if (!params::MODEL_FILE.isSet() || params::LINK_BW_INTER_SWITCH.isSet()) m.spine = m.beta[hocclLinkInterSwitch];
   return m;
 }
 
@@ -51,6 +66,70 @@ std::string LinkModel::describe() const {
     out += fmt::format("{}{} {:.2f} GB/s {:.1f} us", c ? ", " : "", linkClassName(static_cast<hocclLinkClass_t>(c)),
                        beta[c] / 1e9, alpha[c] * 1e6);
   return out + fmt::format(", NIC {:.2f} GB/s, spine uplink {:.2f} GB/s", nic / 1e9, spine / 1e9);
+}
+
+std::string LinkModel::toJson(const std::string& source) const {
+  nlohmann::json j;
+  for (int c = 0; c < hocclNumLinkClasses; ++c) {
+    const char* name = linkClassName(static_cast<hocclLinkClass_t>(c));
+    j["latency_us"][name] = alpha[c] * 1e6;
+    j["bandwidth_GBps"][name] = beta[c] / 1e9;
+  }
+  j["nic_GBps"] = nic / 1e9;
+  j["spine_GBps"] = spine / 1e9;
+  j["source"] = source;
+  return j.dump(2) + "\n";
+}
+
+LinkModel LinkModel::fromJson(const std::string& text, const std::string& origin) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throwInvalidArgument(fmt::format("cost model file {}: not JSON: {}", origin, e.what()));
+  }
+  if (!j.is_object()) throwInvalidArgument(fmt::format("cost model file {}: expected a JSON object", origin));
+  auto positive = [&](const nlohmann::json& v, const std::string& what) {
+    if (!v.is_number() || v.get<double>() <= 0)
+      throwInvalidArgument(
+          fmt::format("cost model file {}: {} must be a positive number, not {}", origin, what, v.dump()));
+    return v.get<double>();
+  };
+  LinkModel m;
+  bool nicSet = false, spineSet = false;
+  for (const char* group : {"latency_us", "bandwidth_GBps"}) {
+    if (!j.contains(group)) continue;
+    if (!j[group].is_object())
+      throwInvalidArgument(fmt::format("cost model file {}: {} must be an object", origin, group));
+    for (const auto& [key, v] : j[group].items()) {
+      int c = 0;
+      while (c < hocclNumLinkClasses && key != linkClassName(static_cast<hocclLinkClass_t>(c))) ++c;
+      if (c == hocclNumLinkClasses)
+        throwInvalidArgument(
+            fmt::format("cost model file {}: unknown link class '{}' in {} (valid: self, intra-host, "
+                        "intra-switch, inter-switch)",
+                        origin, key, group));
+      if (group[0] == 'l') m.alpha[c] = positive(v, fmt::format("{}.{}", group, key)) * 1e-6;
+      else m.beta[c] = positive(v, fmt::format("{}.{}", group, key)) * 1e9;
+    }
+  }
+  if (j.contains("nic_GBps")) m.nic = positive(j["nic_GBps"], "nic_GBps") * 1e9, nicSet = true;
+  if (j.contains("spine_GBps")) m.spine = positive(j["spine_GBps"], "spine_GBps") * 1e9, spineSet = true;
+  if (!nicSet) m.nic = m.beta[hocclLinkIntraSwitch];
+  if (!spineSet) m.spine = m.beta[hocclLinkInterSwitch];
+  return m;
+}
+
+LinkModel LinkModel::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    throwInvalidArgument(
+        fmt::format("cannot read the cost model file '{}' (HOCCL_MODEL_FILE; write one with "
+                    "hoccl-model calibrate)",
+                    path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return fromJson(text.str(), path);
 }
 
 }  // namespace hoccl::topo

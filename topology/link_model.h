@@ -13,20 +13,32 @@ namespace hoccl::topo {
 
 /// Link parameters. Bandwidths in bytes per second, latencies in seconds.
 struct LinkModel {
-  /// Per message start-up cost, by link class (Self: per local copy/reduce prim).
-  double alpha[hocclNumLinkClasses] = {0.1e-6, 2e-6, 15e-6, 20e-6};
+  /// Per message start-up cost, by link class (Self: per local copy/reduce prim). Intra-host 0.5 us: half the
+  /// round trip of an 8-byte hocclSend/hocclRecv ping-pong between two ranks of one host (`hoccl-model calibrate`:
+  /// 0.63-0.72 us on the 2-core build machine under load, 0.4 us quoted in issue 17 on a quieter one; it was 2 us,
+  /// never measured). The network classes are assumptions (no network here): calibrate them (docs/model.md).
+  double alpha[hocclNumLinkClasses] = {0.1e-6, 0.5e-6, 15e-6, 20e-6};
   /// Peak rate of one flow, by link class (Self: local copy/reduce rate).
   double beta[hocclNumLinkClasses] = {10e9, 4e9, 1.2e9, 1.2e9};
   /// Capacity of one host's NIC per direction, shared by all flows leaving (or entering) the host.
   double nic = 1.2e9;
   /// Capacity of one switch's uplink per direction, shared by all flows leaving (or entering) the switch.
   double spine = 1.2e9;
-  /// The defaults overridden by HOCCL_LINK_BW_{SELF,INTRA_HOST,INTRA_SWITCH,INTER_SWITCH} (MB/s) and
+  /// The defaults, replaced by the model file HOCCL_MODEL_FILE names (if set), then overridden by HOCCL_LINK_BW_{SELF,INTRA_HOST,INTRA_SWITCH,INTER_SWITCH} (MB/s) and
   /// HOCCL_LINK_LAT_{SELF,INTRA_HOST,INTRA_SWITCH,INTER_SWITCH} (microseconds). The NIC takes the intra-switch
   /// bandwidth, the spine uplink the inter-switch bandwidth. Throws InvalidArgument on a non-positive value.
   static LinkModel fromParams();
   /// One line for logs: "self 10.0 GB/s 1.0 us, intra-host ...".
   std::string describe() const;
+  /// The model as a JSON document: {"latency_us": {"self": .., "intra-host": .., "intra-switch": ..,
+  /// "inter-switch": ..}, "bandwidth_GBps": {same keys}, "nic_GBps": .., "spine_GBps": .., "source": ..}.
+  std::string toJson(const std::string& source) const;
+  /// A model from such a document; keys left out keep the built-in defaults (nic and spine default to the
+  /// intra-switch and inter-switch bandwidths). Throws InvalidArgument naming `origin` on bad JSON or a value that is
+  /// not a positive number.
+  static LinkModel fromJson(const std::string& text, const std::string& origin);
+  /// Reads a model file (fromJson). Throws InvalidArgument naming the file when it cannot be read or parsed.
+  static LinkModel load(const std::string& path);
 };
 
 /// Bytes moved by link class (atomics: read from any thread).

@@ -3,9 +3,9 @@
  *
  * Schedules: the candidate algorithms' schedules for every rank are simulated by the cost model and the fastest
  * wins (a later candidate must be more than 1% faster to replace an earlier, preferred one: deterministic ties).
- * Predictions are cached per (collective, count, element size, root, chunk, in place, topology, candidates). Jobs
- * larger than kMaxSimulatedRanks skip the simulation: HO-Ring when the topology has more than one level and the
- * message is large, else the first candidate.
+ * Predictions are cached per (collective, count, element size, root, chunk, in place, topology, candidates, link
+ * model). Up to 64 ranks every rank's schedule is simulated; above, the fast model predicts from representative ranks
+ * (algo/predict.h), so the choice is made by prediction at any scale.
  * Shortcuts: each transport shortcut that can run the call prices itself with the same link parameters; the
  * fastest of them and the best schedule are compared, the shortcut winning ties (it was measured faster inside its
  * operating range, docs/performance.md).
@@ -13,6 +13,8 @@
  * agreement round is needed; those parameters must therefore be equal on all ranks.
  */
 #include "algo/tuner.h"
+
+#include "algo/predict.h"
 
 #include <map>
 #include <mutex>
@@ -25,10 +27,9 @@
 namespace hoccl::algo {
 namespace {
 
-constexpr int kMaxSimulatedRanks = 64;  // simulating 64 ranks x 2 algorithms takes ~1 s here
 constexpr size_t kMaxCacheEntries = 4096;
 
-using Key = std::tuple<int, int, size_t, size_t, int, bool, size_t, uint64_t, std::string>;
+using Key = std::tuple<int, int, size_t, size_t, int, bool, size_t, uint64_t, std::string, std::string>;
 
 uint64_t topologyHash(const topo::Topology& t) {
   std::string s;
@@ -36,13 +37,11 @@ uint64_t topologyHash(const topo::Topology& t) {
   return topo::hashId(s);
 }
 
-Choice heuristic(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
-                 const std::vector<const Algorithm*>& c) {
-  bool large = args.count * elemSize >= (1u << 20);
-  if (large && topo::hierarchy(topo).levels() > 1)
-    for (const Algorithm* a : c)
-      if (std::string(a->name) == "ho_ring") return Choice{nullptr, a, 0};
-  return Choice{nullptr, c.front(), 0};
+// Every parameter of the model at full precision (the cache key: a model file may differ in any digit).
+std::string modelKey(const topo::LinkModel& m) {
+  std::string k;
+  for (int c = 0; c < hocclNumLinkClasses; ++c) k += fmt::format("{},{},", m.alpha[c], m.beta[c]);
+  return k + fmt::format("{},{}", m.nic, m.spine);
 }
 
 // Read at every decision (decisions are cached per call shape by the communicator, tune() per shape here).
@@ -64,24 +63,23 @@ topo::Prediction predictAlgorithm(const Algorithm& alg, const sched::CollArgs& a
 
 Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
             const std::vector<const Algorithm*>& c) {
-  if (topo.nranks > kMaxSimulatedRanks) return heuristic(args, topo, elemSize, c);
   static std::mutex mutex;
   static std::map<Key, Choice> cache;
   std::string names;
   for (const Algorithm* a : c) names += std::string(a->name) + ",";
-  Key key{static_cast<int>(args.coll), args.nranks, args.count, args.chunkCount, args.root, args.inPlace, elemSize,
-          topologyHash(topo),          names};
+  const topo::LinkModel model = linkModel();
+  Key key{static_cast<int>(args.coll), args.nranks, args.count,     args.chunkCount, args.root, args.inPlace, elemSize,
+          topologyHash(topo),          names,       modelKey(model)};
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
   }
   Choice best;
   std::string report;
-  const topo::LinkModel model = linkModel();
   for (const Algorithm* a : c) {
     double seconds;
     try {
-      seconds = predictAlgorithm(*a, args, topo, elemSize, model).seconds;
+      seconds = predict(*a, args, topo, elemSize, model).seconds;
     } catch (const std::exception& e) {
       HOCCL_WARN(kTuning, "cost model failed for {} {} count {}: {}; not considering it", a->name,
                  sched::collName(args.coll), args.count, e.what());

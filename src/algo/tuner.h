@@ -1,7 +1,7 @@
 /// @file tuner.h
 /// The one decision point: what runs a collective call — a transport's shortcut (transports/shortcut.h) or an
 /// algorithm's schedule — chosen by predicted time: the shortcuts price themselves, the schedules of every rank are
-/// simulated by the cost model (sched/cost_model.h). HOCCL_ALGO forces an algorithm or a shortcut by name.
+/// predicted by the cost model (algo/predict.h). HOCCL_ALGO forces an algorithm or a shortcut by name.
 #pragma once
 
 #include <memory>
@@ -23,7 +23,7 @@ struct Choice {
 };
 
 /// The fastest of `candidates` (non-empty) for args on topo with elements of elemSize bytes, with its predicted
-/// time (0 when the job is too large to simulate and a heuristic chose).
+/// time (algo/predict.h: every rank simulated up to 64 ranks, the fast model above).
 Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
             const std::vector<const Algorithm*>& candidates);
 

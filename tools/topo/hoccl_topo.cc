@@ -4,7 +4,7 @@
 //             communicator from the launcher environment and rank 0 prints what was detected.
 //   default (no shape, no launcher): this host alone, with its hardware.
 // Output: text (default), --json, --dot, --png FILE (Graphviz dot); --predict COLL:SIZE compares ring and HO-Ring
-// with the cost model (HOCCL_LINK_* parameters).
+// with the cost model (HOCCL_LINK_* parameters; the fast model above 64 ranks, --full for the reference).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "algo/predict.h"
 #include "algo/tuner.h"
 #include "comm/communicator.h"
 #include "sched/cost_model.h"
@@ -29,7 +30,7 @@ namespace {
 struct Options {
   std::string shape, hosts, topologyFile, png, predict, gpuFile;
   int ranksPerHost = 1;
-  bool json = false, dot = false, hw = false, online = false;
+  bool json = false, dot = false, hw = false, online = false, full = false;
 };
 
 std::vector<int> splitInts(const std::string& text, char sep, const std::string& what) {
@@ -80,7 +81,7 @@ std::string renderPng(const std::string& dotText, const std::string& file) {
   return "";
 }
 
-std::string predictText(const topo::Topology& t, const std::string& spec) {
+std::string predictText(const topo::Topology& t, const std::string& spec, bool full) {
   auto colon = spec.find(':');
   std::string coll = spec.substr(0, colon), size = colon == std::string::npos ? "16M" : spec.substr(colon + 1);
   double mult = 1;
@@ -100,7 +101,8 @@ std::string predictText(const topo::Topology& t, const std::string& spec) {
   std::string out = fmt::format("cost model ({}):\n", model.describe());
   for (const char* name : {"ring", "ho_ring"}) {
     const sched::CollArgs args{c, 0, t.nranks, count, 0, 0};
-    auto p = algo::predictAlgorithm(algo::byName(name), args, t, 4, model);
+    auto p = full ? algo::predictAlgorithm(algo::byName(name), args, t, 4, model)
+                  : algo::predict(algo::byName(name), args, t, 4, model);
     double factor = c == sched::Coll::AllReduce ? 2.0 * (t.nranks - 1) / t.nranks : double(t.nranks - 1) / t.nranks;
     out += fmt::format("  {:8s} {} {} B: {:10.1f} us, busbw {:7.3f} GB/s, inter-switch {:.0f} B, {} messages\n", name,
                        coll, bytes, p.seconds * 1e6, p.seconds > 0 ? bytes * factor / p.seconds / 1e9 : 0.0,
@@ -113,7 +115,7 @@ int emit(const topo::Topology& t, const Options& o, const topo::HostHardware* hw
   if (o.json) fmt::print("{}\n", topo::toJson(t, hw).dump(2));
   else if (o.dot) fmt::print("{}", topo::toDot(t));
   else fmt::print("{}", topo::toText(t, hw));
-  if (!o.predict.empty()) fmt::print("{}", predictText(t, o.predict));
+  if (!o.predict.empty()) fmt::print("{}", predictText(t, o.predict, o.full));
   if (!o.png.empty()) {
     std::string err = renderPng(topo::toDot(t), o.png);
     if (!err.empty()) {
@@ -168,6 +170,9 @@ int main(int argc, char** argv) {
   app.add_option("--png", o.png, "render the DOT graph to this PNG file (needs graphviz)");
   app.add_flag("--hw", o.hw, "include this host's hardware (hwloc)");
   app.add_option("--predict", o.predict, "compare ring and HO-Ring with the cost model, e.g. allreduce:16M");
+  app.add_flag("--full", o.full,
+               "--predict simulates every rank (the reference; slow above a few thousand ranks) instead of using the "
+               "fast model above 64 ranks");
   app.add_flag("--online", o.online, "force online mode (run as a rank of a job)");
   app.add_option("--gpus", o.gpuFile,
                  "a recorded GPU topology of one host (JSON, docs/cuda.md): the links, the ring order over the GPUs "

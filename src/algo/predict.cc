@@ -1,0 +1,46 @@
+// Predictions at any scale (see predict.h).
+#include "algo/predict.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "algo/tuner.h"
+
+namespace hoccl::algo {
+
+topo::FastOptions fastOptions(const Algorithm& alg, const sched::CollArgs& args, const topo::Topology& topo) {
+  topo::FastOptions o;
+  const bool rooted = args.coll == sched::Coll::Broadcast || args.coll == sched::Coll::Reduce ||
+                      args.coll == sched::Coll::Gather || args.coll == sched::Coll::Scatter;
+  if (rooted) {
+    o.reps = topo::Representatives::All;
+  } else if (std::strcmp(alg.name, "ho_ring") == 0 && topo::hierarchy(topo).note == "regular") {
+    o.reps = topo::Representatives::OneRank;
+  } else {
+    o.reps = topo::Representatives::OneSwitchEach;
+  }
+  return o;
+}
+
+topo::Prediction predictFast(const Algorithm& alg, const sched::CollArgs& args, const topo::Topology& topo,
+                             size_t elemSize, const topo::LinkModel& model) {
+  // Ring broadcast and reduce are chains whose ranks start one step apart, which the lockstep model cannot align;
+  // they are cheap to simulate exactly (as many concurrent flows as chunks), so the reference runs them.
+  const bool chain = std::strcmp(alg.name, "ring") == 0 &&
+                     (args.coll == sched::Coll::Broadcast || args.coll == sched::Coll::Reduce);
+  if (chain) return predictAlgorithm(alg, args, topo, elemSize, model);
+  auto gen = [&](int r) {
+    sched::CollArgs each = args;
+    each.rank = r;
+    return alg.generate(each, topo);
+  };
+  return topo::predictFast(gen, topo, elemSize, model, fastOptions(alg, args, topo));
+}
+
+topo::Prediction predict(const Algorithm& alg, const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
+                         const topo::LinkModel& model) {
+  if (topo.nranks <= kMaxFullSimRanks) return predictAlgorithm(alg, args, topo, elemSize, model);
+  return predictFast(alg, args, topo, elemSize, model);
+}
+
+}  // namespace hoccl::algo

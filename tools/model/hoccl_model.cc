@@ -1,0 +1,236 @@
+// hoccl-model: the cost model as a tool (docs/model.md).
+//   predict    offline: predicted time and bus bandwidth per algorithm over a size range, on a described cluster
+//              (--shape SWITCHESxHOSTSxRANKS or --topo FILE) with a model file or the built-in/HOCCL_LINK_* model;
+//   calibrate  inside a job: measures latency and bandwidth per link class, writes a model file (HOCCL_MODEL_FILE);
+//   validate   inside a job: runs the real collective over a size range and prints predicted against measured;
+//   plan       offline: ranks AxoNN-style 4D layouts and PaRO strategies by predicted communication time per step.
+// Predictions: algo::predict (every rank simulated up to 64 ranks, the fast representative model above).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "algo/predict.h"
+#include "algo/registry.h"
+#include "tools/model/model_tool.h"
+#include "topology/topology.h"
+
+namespace hoccl::model_tool {
+
+size_t parseBytes(const std::string& text) {
+  if (text.empty()) throw std::runtime_error("empty size");
+  std::string num = text;
+  double mult = 1;
+  char last = static_cast<char>(std::toupper(static_cast<unsigned char>(num.back())));
+  if (last == 'K' || last == 'M' || last == 'G') {
+    mult = last == 'K' ? 1024.0 : last == 'M' ? 1048576.0 : 1073741824.0;
+    num.pop_back();
+  }
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(num, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != num.size() || !(v > 0)) throw std::runtime_error("bad size '" + text + "' (e.g. 8, 64K, 16M, 1G)");
+  return static_cast<size_t>(std::llround(v * mult));
+}
+
+std::vector<size_t> parseSizes(const std::string& text) {
+  auto colon = text.find(':');
+  if (colon == std::string::npos) return {parseBytes(text)};
+  size_t lo = parseBytes(text.substr(0, colon)), hi = parseBytes(text.substr(colon + 1));
+  if (lo > hi) throw std::runtime_error("bad size range '" + text + "': the first size is larger than the last");
+  std::vector<size_t> out;
+  for (size_t s = lo; s <= hi; s *= 2) out.push_back(s);
+  return out;
+}
+
+topo::Topology offlineTopology(const std::string& shape, const std::string& topoFile, int ranksPerHost) {
+  if (!topoFile.empty()) return topo::fromSwitchMap(topo::readTopologyFile(topoFile), ranksPerHost);
+  std::vector<int> v;
+  std::stringstream in(shape);
+  std::string item;
+  while (std::getline(in, item, 'x')) {
+    size_t used = 0;
+    int n = 0;
+    try {
+      n = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || n <= 0) throw std::runtime_error("bad --shape '" + shape + "'");
+    v.push_back(n);
+  }
+  if (v.size() != 3) throw std::runtime_error("--shape wants SWITCHESxHOSTSxRANKS, e.g. 64x32x8");
+  return topo::fromShape(v[0], v[1], v[2]);
+}
+
+topo::LinkModel linkModel(const std::string& modelFile) {
+  return modelFile.empty() ? topo::LinkModel::fromParams() : topo::LinkModel::load(modelFile);
+}
+
+sched::Coll parseColl(const std::string& name) {
+  for (sched::Coll c : {sched::Coll::AllReduce, sched::Coll::ReduceScatter, sched::Coll::AllGather,
+                        sched::Coll::Broadcast, sched::Coll::Reduce, sched::Coll::AlltoAll}) {
+    std::string n = sched::collName(c);
+    std::string lower;
+    for (char ch : n) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (lower == name) return c;
+  }
+  throw std::runtime_error("unknown collective '" + name +
+                           "' (allreduce, reducescatter, allgather, broadcast, reduce, alltoall)");
+}
+
+size_t countFor(sched::Coll coll, size_t bytes, int nranks) {
+  const size_t elems = bytes / 4;
+  if (coll == sched::Coll::AllGather || coll == sched::Coll::ReduceScatter || coll == sched::Coll::AlltoAll)
+    return elems / static_cast<size_t>(nranks);
+  return elems;
+}
+
+double busFactor(sched::Coll coll, int n) {
+  switch (coll) {
+    case sched::Coll::AllReduce: return 2.0 * (n - 1) / n;
+    case sched::Coll::AllGather:
+    case sched::Coll::ReduceScatter:
+    case sched::Coll::AlltoAll: return static_cast<double>(n - 1) / n;
+    default: return 1.0;
+  }
+}
+
+namespace {
+
+struct PredictOptions {
+  std::string shape = "2x2x2", topoFile, modelFile, coll = "allreduce", sizes = "8:1G";
+  int ranksPerHost = 1;
+  bool json = false;
+};
+
+int predictCommand(const PredictOptions& o) {
+  const topo::Topology t = offlineTopology(o.shape, o.topoFile, o.ranksPerHost);
+  const topo::LinkModel model = linkModel(o.modelFile);
+  const sched::Coll coll = parseColl(o.coll);
+  const auto sizes = parseSizes(o.sizes);
+  nlohmann::json out = nlohmann::json::array();
+  if (!o.json) {
+    fmt::print("{} ranks, {} hosts, {} switches; model: {}\n", t.nranks, t.nhosts, t.nswitches, model.describe());
+    fmt::print("{:>12} {:>10} {:>14} {:>12} {:>9}\n", "bytes", "algorithm", "time (us)", "busbw (GB/s)", "model (s)");
+  }
+  for (size_t bytes : sizes) {
+    sched::CollArgs args{coll, 0, t.nranks, countFor(coll, bytes, t.nranks), 0, 0};
+    if (args.count == 0) continue;
+    for (const algo::Algorithm* a : algo::candidates(args, t)) {
+      auto start = std::chrono::steady_clock::now();
+      topo::Prediction p = algo::predict(*a, args, t, 4, model);
+      double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      double busbw = p.seconds > 0 ? static_cast<double>(bytes) * busFactor(coll, t.nranks) / p.seconds / 1e9 : 0;
+      if (o.json)
+        out.push_back({{"bytes", bytes},
+                       {"algorithm", a->name},
+                       {"seconds", p.seconds},
+                       {"busbw_GBps", busbw},
+                       {"inter_switch_bytes", p.bytes[hocclLinkInterSwitch]},
+                       {"messages", p.messages},
+                       {"prediction_seconds", took}});
+      else fmt::print("{:>12} {:>10} {:>14.1f} {:>12.3f} {:>9.2f}\n", bytes, a->name, p.seconds * 1e6, busbw, took);
+    }
+  }
+  if (o.json)
+    fmt::print("{}\n", nlohmann::json{{"ranks", t.nranks},
+                                      {"hosts", t.nhosts},
+                                      {"switches", t.nswitches},
+                                      {"collective", o.coll},
+                                      {"model", nlohmann::json::parse(model.toJson("used"))},
+                                      {"predictions", out}}
+                           .dump(2));
+  return 0;
+}
+
+}  // namespace
+}  // namespace hoccl::model_tool
+
+int main(int argc, char** argv) {
+  using namespace hoccl::model_tool;
+  CLI::App app{"hoccl-model: predict collectives on any cluster, calibrate the model, validate it, plan layouts"};
+  app.require_subcommand(1);
+
+  PredictOptions po;
+  auto* pred = app.add_subcommand("predict", "predicted time and bus bandwidth per algorithm over a size range");
+  auto* shape = pred->add_option("--shape", po.shape, "SWITCHESxHOSTSxRANKS (default 2x2x2)");
+  pred->add_option("--topo", po.topoFile, "topology file (JSON or Slurm topology.conf) instead of --shape")
+      ->excludes(shape);
+  pred->add_option("--ranks-per-host", po.ranksPerHost, "ranks on every host of --topo")->check(CLI::PositiveNumber);
+  pred->add_option("--model", po.modelFile,
+                   "model file (hoccl-model calibrate); default: HOCCL_MODEL_FILE or built-in");
+  pred->add_option("--collective", po.coll,
+                   "allreduce (default), reducescatter, allgather, broadcast, reduce, alltoall");
+  pred->add_option("--sizes", po.sizes, "bytes, or a range LO:HI doubling (default 8:1G)");
+  pred->add_flag("--json", po.json, "print JSON");
+
+  CalibrateOptions co;
+  auto* cal = app.add_subcommand("calibrate",
+                                 "inside a job: measure latency and bandwidth per link class, write a model");
+  cal->add_option("--out", co.out, "model file to write (default hoccl-model.json)");
+  cal->add_option("--iterations", co.iterations, "ping-pong round trips per latency probe (default 200)")
+      ->check(CLI::Range(10, 100000));
+
+  ValidateOptions vo;
+  auto* val = app.add_subcommand("validate", "inside a job: predicted against measured time of a collective");
+  val->add_option("--collective", vo.coll, "allreduce (default), reducescatter, allgather, broadcast, reduce");
+  val->add_option("--sizes", vo.sizes, "bytes, or a range LO:HI doubling (default 1M:64M)");
+  val->add_option("--model", vo.modelFile, "model file; default: HOCCL_MODEL_FILE or built-in");
+  val->add_flag("--json", vo.json, "print JSON");
+
+  PlanOptions lo;
+  std::string planShape, planTopo, planModel;
+  int planRanksPerHost = 8;
+  auto* pl = app.add_subcommand("plan",
+                                "rank 4D tensor x data parallel layouts and PaRO strategies by communication time");
+  pl->add_option("--gpus", lo.gpus, "ranks (GPUs)")->required()->check(CLI::PositiveNumber);
+  pl->add_option("--params", lo.params, "model parameters, e.g. 80B, 7B, 350M")->required();
+  pl->add_option("--hidden", lo.hidden, "hidden size")->required()->check(CLI::PositiveNumber);
+  pl->add_option("--layers", lo.layers, "transformer layers")->required()->check(CLI::PositiveNumber);
+  pl->add_option("--seq", lo.seq, "sequence length (default 2048)")->check(CLI::PositiveNumber);
+  pl->add_option("--batch", lo.batch, "global batch in sequences")->required()->check(CLI::PositiveNumber);
+  pl->add_option("--top", lo.top, "rows to show (default 10)")->check(CLI::PositiveNumber);
+  pl->add_option("--micro-steps", lo.microSteps, "PaRO gradient accumulation steps (default 1)")
+      ->check(CLI::PositiveNumber);
+  pl->add_option("--memory", lo.memoryGiB, "memory per rank in GiB for model states (0: no limit)");
+  auto* plShape = pl->add_option("--shape", planShape,
+                                 "SWITCHESxHOSTSxRANKS (default: GPUS/ranks-per-host hosts, 32 a switch)");
+  pl->add_option("--topo", planTopo, "topology file instead of --shape")->excludes(plShape);
+  pl->add_option("--ranks-per-host", planRanksPerHost, "GPUs per host (default 8)")->check(CLI::PositiveNumber);
+  pl->add_option("--model", planModel, "model file; default: HOCCL_MODEL_FILE or built-in");
+  pl->add_flag("--json", lo.json, "print JSON");
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*pred) return predictCommand(po);
+    if (*cal) return calibrate(co);
+    if (*val) return validate(vo);
+    if (*pl) {
+      hoccl::topo::Topology t;
+      if (!planShape.empty() || !planTopo.empty()) {
+        t = offlineTopology(planShape, planTopo, planRanksPerHost);
+      } else {
+        if (lo.gpus % planRanksPerHost)
+          throw std::runtime_error("--gpus must be a multiple of --ranks-per-host (or give --shape)");
+        int hosts = lo.gpus / planRanksPerHost, perSwitch = std::min(hosts, 32);
+        if (hosts % perSwitch) throw std::runtime_error("hosts do not fill switches of 32: give --shape");
+        t = hoccl::topo::fromShape(hosts / perSwitch, perSwitch, planRanksPerHost);
+      }
+      if (t.nranks != lo.gpus)
+        throw std::runtime_error(fmt::format("the cluster has {} ranks, --gpus says {}", t.nranks, lo.gpus));
+      return plan(lo, t, linkModel(planModel));
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "hoccl-model: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,281 @@
+// hoccl-model's online subcommands, run as every rank of a job (hoccl-run, tools/cluster/run, mpirun, Slurm):
+//   calibrate  rank 0 probes one peer per link class (the first rank that is intra-host, intra-switch and
+//              inter-switch from it): an 8-byte hocclSend/hocclRecv ping-pong gives the latency (half the median
+//              round trip), 1 MiB and 8 MiB ping-pongs the bandwidth (the slope between them, so per-message costs cancel);
+//              memcpy of 64 MiB gives the local copy rate. The NIC and spine capacities are measured with all
+//              ranks of a host (switch) sending to the next host (switch) at once, as the algorithms load them.
+//              Classes without a peer keep the built-in values.
+//   validate   runs the collective over a size range (the algorithm HOCCL_ALGO forces, or whatever the tuner
+//              picks) and prints the cost model's prediction against the slowest rank's mean time.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "algo/predict.h"
+#include "algo/registry.h"
+#include "algo/tuner.h"
+#include "comm/communicator.h"
+#include "hoccl/hoccl.h"
+#include "tools/model/model_tool.h"
+
+namespace hoccl::model_tool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+void check(hocclResult_t r, const char* what) {
+  if (r != hocclSuccess)
+    throw std::runtime_error(
+        fmt::format("{} failed: {} ({})", what, hocclGetErrorString(r), hocclGetLastError(nullptr)));
+}
+
+struct Job {
+  hocclComm_t comm = nullptr;
+  int rank = -1, nranks = 0;
+  Job() {
+    check(hocclCommInitFromEnv(&comm, &rank, &nranks),
+          "creating the communicator from the launcher environment (run under hoccl-run or tools/cluster/run)");
+  }
+  ~Job() {
+    if (comm) hocclCommDestroy(comm);
+  }
+  void barrier() {
+    float token = 0;
+    check(hocclAllReduce(&token, &token, 1, hocclFloat, hocclSum, comm, nullptr), "barrier all-reduce");
+  }
+  double maxOf(double v) {
+    check(hocclAllReduce(&v, &v, 1, hocclDouble, hocclMax, comm, nullptr), "max all-reduce");
+    return v;
+  }
+  const topo::Topology& topology() const { return comm->impl->topology(); }
+};
+
+// Median round trip of `reps` ping-pongs of `bytes` between rank 0 (initiator) and peer, after a warm-up (the
+// median, not the mean: one descheduled rank on a busy machine would otherwise dominate).
+double roundTrip(Job& job, int peer, size_t bytes, int reps) {
+  std::vector<char> buf(std::max<size_t>(bytes, 1));
+  auto once = [&] {
+    if (job.rank == 0) {
+      check(hocclSend(buf.data(), bytes, hocclUint8, peer, job.comm, nullptr), "probe send");
+      check(hocclRecv(buf.data(), bytes, hocclUint8, peer, job.comm, nullptr), "probe receive");
+    } else {
+      check(hocclRecv(buf.data(), bytes, hocclUint8, 0, job.comm, nullptr), "probe receive");
+      check(hocclSend(buf.data(), bytes, hocclUint8, 0, job.comm, nullptr), "probe send");
+    }
+  };
+  for (int i = 0; i < std::max(1, reps / 10); ++i) once();
+  std::vector<double> times;
+  for (int i = 0; i < reps; ++i) {
+    auto start = Clock::now();
+    once();
+    times.push_back(since(start));
+  }
+  std::nth_element(times.begin(), times.begin() + reps / 2, times.end());
+  return times[reps / 2];
+}
+
+// Aggregate rate of every pair (src -> dst) sending at once: the slope between 1 MiB and 8 MiB of the slowest
+// rank's time (median of 3), times the number of pairs. Every rank takes part (barriers).
+double concurrentRate(Job& job, const std::vector<std::pair<int, int>>& pairs) {
+  auto timed = [&](size_t bytes) {
+    std::vector<char> buf(bytes);
+    std::vector<double> times;
+    for (int i = 0; i < 3; ++i) {
+      job.barrier();
+      auto start = Clock::now();
+      for (const auto& [src, dst] : pairs) {
+        if (job.rank == src) check(hocclSend(buf.data(), bytes, hocclUint8, dst, job.comm, nullptr), "probe send");
+        if (job.rank == dst) check(hocclRecv(buf.data(), bytes, hocclUint8, src, job.comm, nullptr), "probe receive");
+      }
+      times.push_back(job.maxOf(since(start)));
+    }
+    std::sort(times.begin(), times.end());
+    return times[1];
+  };
+  const size_t small = size_t{1} << 20, large = size_t{8} << 20;
+  const double t1 = timed(small), t2 = timed(large);
+  const double perPair = t2 > t1 ? static_cast<double>(large - small) / (t2 - t1) : static_cast<double>(large) / t2;
+  return perPair * static_cast<double>(pairs.size());
+}
+
+// The ranks of each host and switch, in rank order.
+std::vector<std::vector<int>> members(const std::vector<int>& of, int groups) {
+  std::vector<std::vector<int>> m(groups);
+  for (size_t r = 0; r < of.size(); ++r) m[of[r]].push_back(static_cast<int>(r));
+  return m;
+}
+
+double memcpyRate() {
+  const size_t bytes = size_t{64} << 20;
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  double best = 0;
+  for (int i = 0; i < 4; ++i) {
+    auto start = Clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    double t = since(start);
+    if (b[bytes / 2] != 1) throw std::runtime_error("memcpy probe: copy did not happen");
+    best = std::max(best, static_cast<double>(bytes) / t);
+    b[bytes / 2] = 2;
+  }
+  return best;
+}
+
+}  // namespace
+
+int calibrate(const CalibrateOptions& o) {
+  Job job;
+  const topo::Topology& t = job.topology();
+  topo::LinkModel m = topo::LinkModel::fromParams();
+  std::string source = fmt::format("hoccl-model calibrate: {} ranks, {} hosts, {} switches; measured:", t.nranks,
+                                   t.nhosts, t.nswitches);
+  for (int c = hocclLinkIntraHost; c < hocclNumLinkClasses; ++c) {
+    int peer = -1;
+    for (int r = 1; r < t.nranks && peer < 0; ++r)
+      if (t.linkClass(0, r) == c) peer = r;
+    if (peer < 0) continue;
+    job.barrier();
+    double lat = 0, bw = 0;
+    if (job.rank == 0 || job.rank == peer) {
+      lat = roundTrip(job, peer, 8, o.iterations) / 2;
+      const size_t small = size_t{1} << 20, large = size_t{8} << 20;
+      double t1 = roundTrip(job, peer, small, 7) / 2, t2 = roundTrip(job, peer, large, 5) / 2;
+      bw = t2 > t1 ? static_cast<double>(large - small) / (t2 - t1) : static_cast<double>(large) / t2;
+    }
+    if (job.rank == 0) {
+      m.alpha[c] = lat;
+      m.beta[c] = bw;
+      const char* name = topo::linkClassName(static_cast<hocclLinkClass_t>(c));
+      source += fmt::format(" {} (rank 0 <-> {}) {:.2f} us {:.3f} GB/s;", name, peer, lat * 1e6, bw / 1e9);
+      fmt::print("{:>13}: rank 0 <-> rank {:<4} latency {:9.2f} us  bandwidth {:8.3f} GB/s\n", name, peer, lat * 1e6,
+                 bw / 1e9);
+    }
+  }
+  // Shared capacities with as many flows as the algorithms put on them: every rank of host 0 to the rank with the
+  // same local index on the next host of its switch (the NIC), every rank of switch 0 to its counterpart on
+  // switch 1 (the uplink).
+  m.nic = m.beta[hocclLinkIntraSwitch];
+  m.spine = m.beta[hocclLinkInterSwitch];
+  const auto hostRanks = members(t.hostOf, t.nhosts), switchRanks = members(t.switchOf, t.nswitches);
+  int nextHost = -1;
+  for (int r : switchRanks[t.switchOf[0]])
+    if (t.hostOf[r] != t.hostOf[0] && nextHost < 0) nextHost = t.hostOf[r];
+  if (nextHost >= 0) {
+    std::vector<std::pair<int, int>> pairs;
+    for (size_t i = 0; i < std::min(hostRanks[t.hostOf[0]].size(), hostRanks[nextHost].size()); ++i)
+      pairs.emplace_back(hostRanks[t.hostOf[0]][i], hostRanks[nextHost][i]);
+    m.nic = concurrentRate(job, pairs);
+    source += fmt::format(" NIC ({} flows) {:.3f} GB/s;", pairs.size(), m.nic / 1e9);
+    if (job.rank == 0) fmt::print("{:>13}: {} flows host to host {:8.3f} GB/s\n", "NIC", pairs.size(), m.nic / 1e9);
+  }
+  if (t.nswitches > 1) {
+    std::vector<std::pair<int, int>> pairs;
+    for (size_t i = 0; i < std::min(switchRanks[0].size(), switchRanks[1].size()); ++i)
+      pairs.emplace_back(switchRanks[0][i], switchRanks[1][i]);
+    m.spine = concurrentRate(job, pairs);
+    source += fmt::format(" spine uplink ({} flows) {:.3f} GB/s;", pairs.size(), m.spine / 1e9);
+    if (job.rank == 0)
+      fmt::print("{:>13}: {} flows switch to switch {:8.3f} GB/s\n", "spine", pairs.size(), m.spine / 1e9);
+  }
+  job.barrier();
+  if (job.rank == 0) {
+    m.beta[hocclLinkSelf] = memcpyRate();
+    source += fmt::format(" self memcpy {:.2f} GB/s", m.beta[hocclLinkSelf] / 1e9);
+    fmt::print("{:>13}: memcpy 64 MiB {:8.3f} GB/s\n", "self", m.beta[hocclLinkSelf] / 1e9);
+    std::ofstream out(o.out);
+    out << m.toJson(source);
+    if (!out) throw std::runtime_error("cannot write the model file '" + o.out + "'");
+    fmt::print("wrote {} (use it with HOCCL_MODEL_FILE={} or hoccl-model predict --model)\n", o.out, o.out);
+  }
+  job.barrier();
+  return 0;
+}
+
+int validate(const ValidateOptions& o) {
+  Job job;
+  const topo::Topology& t = job.topology();
+  const topo::LinkModel model = linkModel(o.modelFile);
+  const sched::Coll coll = parseColl(o.coll);
+  const char* forced = std::getenv("HOCCL_ALGO");
+  nlohmann::json rows = nlohmann::json::array();
+  if (job.rank == 0 && !o.json)
+    fmt::print("{} ranks, {} hosts, {} switches; {}; model: {}\n{:>12} {:>10} {:>14} {:>14} {:>8}\n", t.nranks,
+               t.nhosts, t.nswitches, forced ? fmt::format("HOCCL_ALGO={}", forced) : std::string("tuner's choice"),
+               model.describe(), "bytes", "algorithm", "predicted us", "measured us", "error");
+  double worst = 0;
+  for (size_t bytes : parseSizes(o.sizes)) {
+    sched::CollArgs args{coll, job.rank, t.nranks, countFor(coll, bytes, t.nranks), 0, 0};
+    if (args.count == 0) continue;
+    // The prediction: the forced algorithm, else the fastest candidate (what the tuner picks among schedules).
+    const algo::Algorithm* alg = nullptr;
+    double predicted = 0;
+    for (const algo::Algorithm* a : algo::candidates(args, t)) {
+      if (forced && *forced && algo::byName(forced).name != std::string(a->name)) continue;
+      double s = algo::predict(*a, args, t, 4, model).seconds;
+      if (!alg || s < predicted * 0.99) alg = a, predicted = s;
+    }
+    if (!alg) throw std::runtime_error(fmt::format("no algorithm runs {} here", o.coll));
+    const size_t in = sched::bufferCounts(args).input, out = sched::bufferCounts(args).output;
+    std::vector<float> send(std::max<size_t>(in, 1), 1.0f), recv(std::max<size_t>(out, 1));
+    auto run = [&] {
+      switch (coll) {
+        case sched::Coll::AllReduce:
+          return hocclAllReduce(send.data(), recv.data(), args.count, hocclFloat, hocclSum, job.comm, nullptr);
+        case sched::Coll::AllGather:
+          return hocclAllGather(send.data(), recv.data(), args.count, hocclFloat, job.comm, nullptr);
+        case sched::Coll::ReduceScatter:
+          return hocclReduceScatter(send.data(), recv.data(), args.count, hocclFloat, hocclSum, job.comm, nullptr);
+        case sched::Coll::Broadcast:
+          return hocclBroadcast(send.data(), recv.data(), args.count, hocclFloat, 0, job.comm, nullptr);
+        case sched::Coll::Reduce:
+          return hocclReduce(send.data(), recv.data(), args.count, hocclFloat, hocclSum, 0, job.comm, nullptr);
+        default: return hocclInvalidArgument;
+      }
+    };
+    check(run(), "warm-up collective");
+    job.barrier();
+    auto start = Clock::now();
+    check(run(), "collective");
+    // Iterations for about 0.3 s, agreed on by all ranks.
+    int iters = static_cast<int>(std::clamp(0.3 / std::max(since(start), 1e-6), 3.0, 50.0));
+    iters = static_cast<int>(job.maxOf(iters));
+    job.barrier();
+    start = Clock::now();
+    for (int i = 0; i < iters; ++i) check(run(), "collective");
+    const double measured = job.maxOf(since(start) / iters);
+    const double err = (predicted - measured) / measured;
+    if (bytes >= (size_t{1} << 20)) worst = std::max(worst, std::abs(err));
+    if (job.rank == 0) {
+      if (o.json)
+        rows.push_back({{"bytes", bytes},
+                        {"algorithm", alg->name},
+                        {"predicted_s", predicted},
+                        {"measured_s", measured},
+                        {"error", err}});
+      else
+        fmt::print("{:>12} {:>10} {:>14.1f} {:>14.1f} {:>7.1f}%\n", bytes, alg->name, predicted * 1e6, measured * 1e6,
+                   err * 100);
+    }
+  }
+  if (job.rank == 0) {
+    if (o.json)
+      fmt::print("{}\n", nlohmann::json{{"ranks", t.nranks},
+                                        {"collective", o.coll},
+                                        {"forced", forced ? forced : ""},
+                                        {"worst_error_from_1MiB", worst},
+                                        {"rows", rows}}
+                             .dump(2));
+    else fmt::print("largest error from 1 MiB: {:.1f}%\n", worst * 100);
+  }
+  job.barrier();
+  return 0;
+}
+
+}  // namespace hoccl::model_tool

@@ -1,0 +1,67 @@
+#!/bin/bash
+# hoccl-model: predict (text, JSON, model file, bad input), plan (table, JSON), and under hoccl-run with two ranks
+# calibrate (writes a model file that predict reads back) and validate (prints predicted against measured).
+set -eu
+TOOL=$1
+RUN=$(dirname "$TOOL")/../launcher/hoccl-run
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+out=$("$TOOL" predict --shape 2x2x2 --sizes 1M:4M)
+echo "$out" | grep -q "8 ranks, 4 hosts, 2 switches" || fail "predict header: $out"
+[ "$(echo "$out" | grep -c ' ho_ring ')" = 3 ] || fail "predict rows: $out"
+"$TOOL" predict --shape 4x4x4 --sizes 64M --json >"$TMP/p.json"
+python3 - "$TMP/p.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["ranks"] == 64, j
+algs = {p["algorithm"] for p in j["predictions"]}
+assert {"ring", "ho_ring"} <= algs, algs
+for p in j["predictions"]:
+    assert p["seconds"] > 0 and p["busbw_GBps"] > 0, p
+PY
+# A model file: a 10x slower spine must slow the ring's 64 MiB all-reduce by several times.
+cat >"$TMP/m.json" <<'J'
+{"latency_us": {"intra-host": 1}, "bandwidth_GBps": {"inter-switch": 0.12}, "spine_GBps": 0.12}
+J
+fast=$("$TOOL" predict --shape 2x2x2 --sizes 64M --json | python3 -c 'import json,sys; print([p["seconds"] for p in json.load(sys.stdin)["predictions"] if p["algorithm"]=="ring"][0])')
+slow=$("$TOOL" predict --shape 2x2x2 --sizes 64M --model "$TMP/m.json" --json | python3 -c 'import json,sys; print([p["seconds"] for p in json.load(sys.stdin)["predictions"] if p["algorithm"]=="ring"][0])')
+python3 -c "import sys; sys.exit(0 if $slow > 5 * $fast else 1)" || fail "model file ignored: $fast -> $slow"
+echo '{"latency_us": {"intra-host": -1}}' >"$TMP/bad.json"
+"$TOOL" predict --model "$TMP/bad.json" 2>"$TMP/err" && fail "a negative latency was accepted"
+grep -q "positive number" "$TMP/err" || fail "bad model message: $(cat "$TMP/err")"
+"$TOOL" predict --sizes 5X 2>"$TMP/err" && fail "a bad size was accepted"
+grep -q "bad size" "$TMP/err" || fail "bad size message: $(cat "$TMP/err")"
+
+out=$("$TOOL" plan --gpus 16 --shape 1x2x8 --params 1B --hidden 2048 --layers 16 --seq 1024 --batch 16 --top 5)
+echo "$out" | grep -q "4D layouts" || fail "plan: $out"
+echo "$out" | grep -q "PaRO strategies" || fail "plan PaRO: $out"
+"$TOOL" plan --gpus 16 --shape 1x2x8 --params 1B --hidden 2048 --layers 16 --batch 16 --json >"$TMP/plan.json"
+python3 - "$TMP/plan.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+ls = j["layouts"]
+assert len(ls) == 10 and all(l["gx"] * l["gy"] * l["gz"] * l["gdata"] == 16 for l in ls), ls
+t = [l["comm_seconds"] for l in ls]
+assert t == sorted(t), t
+assert abs(ls[0]["memory_bytes"] - 16e9 / (ls[0]["gx"] * ls[0]["gy"] * ls[0]["gz"])) < 1, ls[0]
+assert len(j["paro"]) == 10
+PY
+
+if [ -x "$RUN" ]; then
+  "$RUN" -n 2 --timeout 60 -- "$TOOL" calibrate --out "$TMP/cal.json" --iterations 50 >"$TMP/cal.out"
+  grep -q "intra-host: rank 0 <-> rank 1" "$TMP/cal.out" || fail "calibrate: $(cat "$TMP/cal.out")"
+  python3 - "$TMP/cal.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert 0 < j["latency_us"]["intra-host"] < 1000, j
+assert j["bandwidth_GBps"]["intra-host"] > 0.01, j
+assert "measured" in j["source"], j
+PY
+  "$TOOL" predict --shape 1x1x2 --sizes 1M --model "$TMP/cal.json" >/dev/null
+  "$RUN" -n 2 --timeout 60 --env HOCCL_ALGO=ring -- "$TOOL" validate --sizes 64K:256K --model "$TMP/cal.json" \
+    >"$TMP/val.out"
+  [ "$(grep -c ' ring ' "$TMP/val.out")" = 3 ] || fail "validate: $(cat "$TMP/val.out")"
+fi
+echo "hoccl-model: ok"
