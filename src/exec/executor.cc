@@ -114,7 +114,8 @@ void postStep(Cursor& c) {
   c.posted = true;
   for (const sched::Prim& p : t.schedule->steps[c.step].prims) {
     if (!sched::isCallback(p)) continue;
-    if (!t.callback) throwInternalError(fmt::format("{}: {} has a callback step but no callback", comm.describe(), t.what()));
+    if (!t.callback)
+      throwInternalError(fmt::format("{}: {} has a callback step but no callback", comm.describe(), t.what()));
     char* data = p.kind == sched::PrimKind::Notify ? at(b, p.src, p.srcOff) : at(b, p.dst, p.dstOff);
     std::exception_ptr helperError = runWhileProgressing(touched, comm.health(), [&] {
       CallbackScope scope(&comm);

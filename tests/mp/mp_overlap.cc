@@ -4,7 +4,7 @@
 //     place in recvbuff; the result equals hocclAllGather's;
 //  2. hocclReduceScatterOverlap, every type, sum/prod/max/min/avg, the same counts, separate and in place: produce is
 //     asked for rank-1, rank-2, ..., own block last; the result equals the float64 reference within the type's
-//     tolerance, as hocclReduceScatter's does;
+//     tolerance, as hocclReduceScatter's does; a PreMulSum op (scalar 3) scales every produced block;
 //  3. hocclRingShift for k = 0, 1, -1, 2, n, n+1, -n-3, INT_MAX, INT_MIN, counts 0/5/100000, in place or not; the
 //     nonblocking form (hocclRingShiftStart + hocclTest + hocclWait) in a double-buffered loop of n shifts by 1;
 //  4. misuse: NULL callbacks, a call inside a group, a hoccl call from inside a callback, a call while a ring shift
@@ -167,6 +167,33 @@ int reduceScatterCases(hocclComm_t comm, int rank, int n) {
   return 0;
 }
 
+// PreMulSum: each produced block is scaled by the scalar (here 3, held by value) before the sum.
+int preMulSumCase(hocclComm_t comm, int rank, int n) {
+  const size_t count = 257;
+  for (hocclDataType_t dt : {hocclFloat, hocclInt32, hocclFloat64}) {
+    const size_t elem = typeSize(dt);
+    std::vector<char> scalar(elem), work(count * n * elem), out(count * elem);
+    store({3.0}, scalar.data(), dt);
+    hocclRedOp_t op;
+    MP_CHECK(rank, hocclRedOpCreatePreMulSum(&op, scalar.data(), dt, hocclScalarHostImmediate, comm));
+    std::vector<double> input = makeInput(kSeed, rank, count * 8, dt, hocclSum);
+    RsProduce p{rank, count, dt, hocclSum, work.data(), &input};
+    MP_CHECK(rank, hocclReduceScatterOverlap(work.data(), out.data(), count, dt, op, comm, nullptr, produce, &p));
+    MP_CHECK(rank, hocclRedOpDestroy(op, comm));
+    std::vector<double> got = load(out.data(), count, dt);
+    std::vector<std::vector<double>> inputs(n);
+    for (int r = 0; r < n; ++r) inputs[r] = makeInput(kSeed, r, count * 8, dt, hocclSum);
+    for (size_t e = 0; e < count; ++e) {
+      double want = 0;
+      for (int r = 0; r < n; ++r) want += 3.0 * inputs[r][rank * count + e];
+      if (!close(got[e], want, dt, hocclSum))
+        return fail(rank, "ReduceScatterOverlap PreMulSum type " + std::to_string(dt) + ": element " +
+                              std::to_string(e) + " is " + std::to_string(got[e]) + ", want " + std::to_string(want));
+    }
+  }
+  return 0;
+}
+
 // ---- 3. ring shift ----
 
 int ringShiftCases(hocclComm_t comm, int rank, int n) {
@@ -194,10 +221,12 @@ int ringShiftCases(hocclComm_t comm, int rank, int n) {
     hocclRequest_t req = nullptr;
     MP_CHECK(rank, hocclRingShiftStart(buf[step % 2].data(), buf[(step + 1) % 2].data(), count, hocclFloat, 1, comm,
                                        nullptr, &req));
-    // While it is in flight: the communicator refuses other work, the send buffer may be read.
+    // While it is in flight: the communicator refuses other work and its destruction, the send buffer may be read.
     float x = 0, y = 0;
     if (hocclAllReduce(&x, &y, 1, hocclFloat, hocclSum, comm, nullptr) != hocclInvalidUsage)
       return fail(rank, "an all-reduce during a ring shift in flight was not refused");
+    if (hocclCommDestroy(comm) != hocclInvalidUsage)
+      return fail(rank, "hocclCommDestroy during a ring shift in flight was not refused");
     for (float v : buf[step % 2]) sum += v;
     int done = 0;
     MP_CHECK(rank, hocclTest(req, &done));
