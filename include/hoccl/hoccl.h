@@ -264,6 +264,78 @@ const char* hocclGetLastError(hocclComm_t comm);
 /// environment is an error naming the variables read. Any pointer may be NULL. hoccl extension.
 hocclResult_t hocclGetLauncherRank(int* rank, int* nranks, int* localRank, int* localSize, const char** launcher);
 
+/* ---- Communication hidden behind compute (overlap track, issue 18; docs/overlap.md) ---------------------------- */
+
+/// The per-block callback of hocclAllGatherOverlap: rank `srcRank`'s block (`count` elements of the call's datatype)
+/// is complete at `block`, which points into the call's recvbuff (at srcRank * sendcount; NULL may be passed when
+/// count is 0). Called once per rank, own block first, then in the order the ring delivers them
+/// (hocclAllGatherOverlap), on the thread that called hocclAllGatherOverlap, one call at a time, while the transfer
+/// of the next block is in flight. The callback may read the block (and any block already handed to it) and do any
+/// compute of its own; it must not write recvbuff or sendbuff, and must not call hoccl on the same communicator
+/// (such calls fail with hocclInvalidUsage; hocclCommAbort from the callback would wait for it forever). Return 0 to
+/// go on; any other value (or a C++ exception) stops the operation: see hocclAllGatherOverlap.
+typedef int (*hocclBlockCallback_t)(void* user, int srcRank, const void* block, size_t count);
+
+/// The produce callback of hocclReduceScatterOverlap: write this rank's contribution to rank `dstRank`'s block,
+/// `count` elements of the call's datatype, at `block`, which points into the call's sendbuff (at dstRank *
+/// recvcount; NULL may be passed when count is 0). Called once per destination, in the order that hides the
+/// transfers (hocclReduceScatterOverlap), on the thread that called hocclReduceScatterOverlap, one call at a time;
+/// every call but the first runs while a transfer is in flight. The callback may write exactly that block and read
+/// anything of its own; it must not touch recvbuff or other blocks of sendbuff, and must not call hoccl on the same
+/// communicator (refused with hocclInvalidUsage). Return 0 to go on; any other value (or a C++ exception) stops the
+/// operation: see hocclReduceScatterOverlap.
+typedef int (*hocclProduceCallback_t)(void* user, int dstRank, void* block, size_t count);
+
+/// All-gather that hands each rank's block to `onBlock` as soon as it has arrived, own block first, while the next
+/// transfer is already in flight, so that compute on the blocks hides the communication (CommFuse-style). Same
+/// buffers and result as hocclAllGather (in place when sendbuff == recvbuff + rank * sendcount). The blocks come in
+/// the ring's order: own, then the rank before this one on the topology ring (host by host), and so on; every rank
+/// gets exactly nranks calls (count 0 included). Host memory only for now: device buffers give hocclInvalidArgument.
+/// Not inside a group (hocclInvalidUsage). If the callback returns non-zero or throws, the call fails on this rank
+/// with hocclInvalidUsage and a message naming the callback, its value and the block; the communicator is then
+/// broken and every other rank's call fails with hocclRemoteError naming this rank (never a hang). `stream` is
+/// accepted for symmetry and ignored (host buffers: the call returns when done). hoccl extension.
+hocclResult_t hocclAllGatherOverlap(const void* sendbuff, void* recvbuff, size_t sendcount, hocclDataType_t datatype,
+                                    hocclComm_t comm, hocclStream_t stream, hocclBlockCallback_t onBlock, void* user);
+
+/// Reduce-scatter that asks `produce` for this rank's contribution to each destination's block just before the ring
+/// needs it, reduces the partial sums as they arrive, and leaves the reduced block of this rank in recvbuff
+/// (recvcount elements), like hocclReduceScatter over the produced sendbuff (nranks * recvcount elements, a
+/// workspace: blocks are written by `produce` only; in place when recvbuff == sendbuff + rank * recvcount). The
+/// produce order is the rank before this one on the topology ring, then the one before that, ..., own block last; the
+/// first produce runs before any transfer, every later one while a transfer is in flight, and after the last only the
+/// transfer that ran during it and a local reduction remain. Every op of hocclReduceScatter (PreMulSum scales each
+/// block after it was produced). Host memory only, not inside a group, callback failures as hocclAllGatherOverlap.
+/// hoccl extension.
+hocclResult_t hocclReduceScatterOverlap(void* sendbuff, void* recvbuff, size_t recvcount, hocclDataType_t datatype,
+                                        hocclRedOp_t op, hocclComm_t comm, hocclStream_t stream,
+                                        hocclProduceCallback_t produce, void* user);
+
+/// Ring shift (PrimePar-style temporal partitioning): sends count elements of sendbuff to rank (rank + k) mod nranks
+/// and receives count elements from rank (rank - k) mod nranks into recvbuff. k is any int, taken modulo nranks
+/// (negative shifts go the other way; k = 0 or a multiple of nranks copies sendbuff to recvbuff). sendbuff ==
+/// recvbuff is allowed (staged through scratch); partly overlapping buffers are refused. Host memory only; returns
+/// when done. hoccl extension.
+hocclResult_t hocclRingShift(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype, int k,
+                             hocclComm_t comm, hocclStream_t stream);
+
+/// A nonblocking operation in flight (hocclRingShiftStart), completed and freed by hocclWait.
+typedef struct hocclRequest* hocclRequest_t;
+
+/// Starts hocclRingShift and returns at once with *request set: the transfer runs on a background thread, so the
+/// caller can compute meanwhile (double buffering: shift buffer A into B while computing on A, then swap). Until
+/// hocclWait: sendbuff may be read but not written, recvbuff not touched, and no other hoccl call may use comm
+/// (hocclInvalidUsage; hocclCommDestroy too), except hocclCommAbort, which stops the transfer (hocclWait then reports
+/// it). Argument errors are reported here and leave *request NULL. hoccl extension.
+hocclResult_t hocclRingShiftStart(const void* sendbuff, void* recvbuff, size_t count, hocclDataType_t datatype, int k,
+                                  hocclComm_t comm, hocclStream_t stream, hocclRequest_t* request);
+/// Sets *done to 1 when the operation of request has finished (successfully or not; hocclWait says which), else 0.
+/// Never blocks. hoccl extension.
+hocclResult_t hocclTest(hocclRequest_t request, int* done);
+/// Waits until the operation of request has finished, frees request (it must not be used again) and returns the
+/// operation's result (its message through hocclGetLastError). Honours HOCCL_TIMEOUT like every wait. hoccl extension.
+hocclResult_t hocclWait(hocclRequest_t request);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

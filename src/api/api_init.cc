@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "api/guard.h"
+#include "comm/overlap.h"
 #include "comm/proxy.h"
 #include "kernels/device/device.h"
 #include "comm/launcher_env.h"
@@ -304,6 +305,7 @@ hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hocclComm_t* 
 hocclResult_t hocclCommFinalize(hocclComm_t comm) {
   return guarded("hocclCommFinalize", [&] {
     Communicator& c = liveComm(comm);
+    hoccl::overlap::checkIdle(c);  // not while a callback or a background ring shift owns it (overlap track)
     auto finish = [&c] {
       if (hoccl::Proxy* p = c.proxyIfAny()) {  // the stream-ordered operations complete first
         p->drain();
@@ -328,6 +330,7 @@ hocclResult_t hocclCommDestroy(hocclComm_t comm) {
       throwInvalidUsage(
           "comm is still initializing, splitting or finalizing (non-blocking): wait for hocclCommGetAsyncError to "
           "leave hocclInProgress, or call hocclCommAbort");
+    if (comm->impl) hoccl::overlap::checkIdle(*comm->impl);  // overlap track: no destroy under a running ring shift
     retire(comm);
     return hocclSuccess;
   });

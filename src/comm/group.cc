@@ -6,6 +6,7 @@
 
 #include "comm/call_check.h"
 #include "comm/flight_recorder.h"
+#include "comm/overlap.h"
 #include "comm/plan.h"
 #include "comm/proxy.h"
 #include "base/error.h"
@@ -148,12 +149,19 @@ void execute(std::vector<Op> ops) {
 
 }  // namespace
 
+void runTasksFor(Op& op, const char* algorithm, std::vector<exec::Task>& tasks) {
+  if (Proxy* p = op.comm->proxyIfAny()) p->drain();
+  start(op, algorithm);
+  recordingFailures(&op, 1, [&] { exec::run(tasks); });
+}
+
 void runOps(std::vector<Op> ops) {
   if (ops.size() == 1 && runFastPath(ops[0])) return;
   if (!ops.empty()) execute(ops);
 }
 
 void enqueue(const Op& in) {
+  overlap::checkIdle(*in.comm);  // no call while a callback or a background ring shift owns the channels
   GroupState& s = state();
   if (s.depth > 0) {
     s.ops.push_back(in);

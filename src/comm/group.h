@@ -13,6 +13,7 @@
 
 #include "comm/communicator.h"
 #include "comm/redop.h"
+#include "exec/executor.h"
 #include "hoccl/hoccl.h"
 #include "kernels/memory.h"
 #include "sched/schedule.h"
@@ -40,6 +41,7 @@ struct Op {
   /// the call returns); null otherwise (looked up by handle when the op runs, still inside the call).
   std::shared_ptr<const PreMulSumOp> premul;
   void* stream = nullptr;  ///< the caller's stream (orders the op when its buffers are device memory)
+  const char* label = nullptr;  ///< overrides the collective's name in messages ("AllGatherOverlap"); comm/overlap.h
   /// True for an op on device buffers: it is stream-ordered and runs on the communicator's proxy (comm/proxy.h).
   bool onDevice() const { return sendKind == kernels::MemoryKind::Device || recvKind == kernels::MemoryKind::Device; }
 };
@@ -49,6 +51,10 @@ struct Op {
 void enqueue(const Op& op);
 /// Runs ops of host or device memory on the calling thread until they are done (the proxy's part of enqueue).
 void runOps(std::vector<Op> ops);
+/// Runs tasks built by the caller for op (one communicator; the overlapped collectives of comm/overlap.h) like a
+/// collective, after the communicator's stream-ordered work: op gets its sequence number and flight-recorder entry
+/// (with `algorithm`), and a failure that breaks the communicator reaches every rank as a collective's does.
+void runTasksFor(Op& op, const char* algorithm, std::vector<exec::Task>& tasks);
 /// Opens a (possibly nested) group on this thread.
 void groupStart();
 /// Closes a group; the outermost close runs everything recorded. On error, the remaining ops are dropped.

@@ -204,6 +204,7 @@ bool isInPlace(const Op& op) {
 }
 
 std::string describeOp(const Op& op) {
+  if (op.label) return fmt::format("{}(count={}, {})", op.label, op.count, kernels::typeName(op.dtype));
   if (op.kind != Op::Kind::Collective)
     return fmt::format("{}(count={}, {}, peer {})", op.kind == Op::Kind::Send ? "Send" : "Recv", op.count,
                        kernels::typeName(op.dtype), op.peer);

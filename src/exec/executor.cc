@@ -7,6 +7,10 @@
  * has a deadline (HOCCL_TIMEOUT) and checks the communicator's health (abort, a failure reported by any rank). A
  * task without a schedule (a transport's collective shortcut, transports/shortcut.h) drives itself: it is polled
  * until it says it is done. The waiting policy is base/wait.h's, shared with every other wait.
+ *
+ * Callback prims (Notify, Produce: the overlapped collectives, algo/overlap.h) run last when a step is posted, on
+ * this thread, while a helper thread keeps the step's transfers moving (exec/progress_helper.h); a peer failure the
+ * helper saw is rethrown here once the callback returned.
  */
 #include "exec/executor.h"
 
@@ -21,6 +25,7 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "base/wait.h"
+#include "exec/progress_helper.h"
 
 namespace hoccl::exec {
 namespace {
@@ -102,9 +107,29 @@ void postStep(Cursor& c) {
         if (bytes) b.mem->reduce(dst, dst, at(b, p.src, p.srcOff), p.count, b.dtype, b.op);
         break;
       }
+      case sched::PrimKind::Notify:
+      case sched::PrimKind::Produce: break;  // below, once every transfer of the step is posted
     }
   }
   c.posted = true;
+  for (const sched::Prim& p : t.schedule->steps[c.step].prims) {
+    if (!sched::isCallback(p)) continue;
+    if (!t.callback)
+      throwInternalError(fmt::format("{}: {} has a callback step but no callback", comm.describe(), t.what()));
+    char* data = p.kind == sched::PrimKind::Notify ? at(b, p.src, p.srcOff) : at(b, p.dst, p.dstOff);
+    std::exception_ptr helperError = runWhileProgressing(touched, comm.health(), [&] {
+      CallbackScope scope(&comm);
+      t.callback(p, data);
+    });
+    if (helperError) {
+      try {
+        std::rethrow_exception(helperError);
+      } catch (const Error& e) {
+        throw Error(e.code(), fmt::format("{}: {} step {}/{} failed: {}", comm.describe(), t.what(), c.step + 1,
+                                          t.schedule->steps.size(), e.what()));
+      }
+    }
+  }
 }
 
 std::string pendingPeers(const Cursor& c) {

@@ -35,6 +35,11 @@ struct Task {
   std::function<std::string()> what;        ///< "AllReduce(count=.., float, sum) [ring]", built only for messages
   std::function<void()> before;  ///< runs just before the first step (e.g. PreMulSum input scaling), may be empty
   std::function<void()> after;   ///< runs right after the last step (e.g. Avg division), may be empty
+  /// Runs a callback prim (sched::PrimKind::Notify or Produce) of the schedule with the memory the prim names: the
+  /// overlapped collectives' user callbacks. Called on the executor's thread after the step's transfers are posted,
+  /// while a helper thread keeps them moving (exec/progress_helper.h). Throws hoccl::Error to fail the task. Must be
+  /// set when the schedule has callback prims.
+  std::function<void(const sched::Prim& prim, char* data)> callback;
 };
 
 /// Runs every task to completion. Throws hoccl::Error naming the rank, the operation, the step and the peer on a

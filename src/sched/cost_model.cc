@@ -95,7 +95,8 @@ class Simulator {
       pred_.maxSteps = std::max(pred_.maxSteps, s_[r].steps.size());
       for (size_t k = 0; k < s_[r].steps.size(); ++k)
         for (const auto& p : s_[r].steps[k].prims) {
-          if (p.kind == PrimKind::Copy || p.kind == PrimKind::Reduce) continue;
+          // Local work, and callbacks (the caller's compute, which the model does not know: priced at zero).
+          if (p.kind == PrimKind::Copy || p.kind == PrimKind::Reduce || isCallback(p)) continue;
           if (p.peer < 0 || p.peer >= n || p.peer == r)
             throwInvalidArgument(fmt::format("cost model: rank {} step {} names peer {}", r, k, p.peer));
           bool isSend = p.kind == PrimKind::Send;

@@ -36,6 +36,12 @@ enum class PrimKind : uint8_t {
   RecvReduce,  ///< dst[dstOff, +count) = op(src[srcOff, +count), data from peer)
   Copy,        ///< dst[dstOff, +count) = src[srcOff, +count) (skipped when both name the same memory)
   Reduce,      ///< dst[dstOff, +count) = op(dst[dstOff, +count), src[srcOff, +count))
+  /// Hands src[srcOff, +count) to the task's callback, read-only, with tag `peer` (the overlapped all-gather's
+  /// onBlock: the rank the block came from). Runs after the step's transfers are posted, while they are in flight.
+  Notify,
+  /// Asks the task's callback to write dst[dstOff, +count), with tag `peer` (the overlapped reduce-scatter's
+  /// produce: the rank the block is for). Runs after the step's transfers are posted, while they are in flight.
+  Produce,
 };
 
 /// One primitive operation. Unused fields are 0 (peer -1).
@@ -81,6 +87,17 @@ inline Prim copy(uint16_t src, size_t srcOff, uint16_t dst, size_t dstOff, size_
 inline Prim reduceLocal(uint16_t src, size_t srcOff, uint16_t dst, size_t dstOff, size_t count) {
   return Prim{PrimKind::Reduce, -1, src, dst, srcOff, dstOff, count};
 }
+
+/// Hands src[off, +count) to the callback with tag `tag`, read-only (see PrimKind::Notify).
+inline Prim notify(int tag, uint16_t src, size_t off, size_t count) {
+  return Prim{PrimKind::Notify, tag, src, 0, off, 0, count};
+}
+/// Asks the callback to write dst[off, +count) for tag `tag` (see PrimKind::Produce).
+inline Prim produce(int tag, uint16_t dst, size_t off, size_t count) {
+  return Prim{PrimKind::Produce, tag, 0, dst, 0, off, count};
+}
+/// Whether p calls the task's callback (Notify or Produce).
+inline bool isCallback(const Prim& p) { return p.kind == PrimKind::Notify || p.kind == PrimKind::Produce; }
 
 /// The collectives that algorithms generate schedules for (base/collective.h).
 using hoccl::Coll;

@@ -23,6 +23,8 @@ const char* primName(PrimKind k) {
     case PrimKind::RecvReduce: return "recvReduce";
     case PrimKind::Copy: return "copy";
     case PrimKind::Reduce: return "reduce";
+    case PrimKind::Notify: return "notify";
+    case PrimKind::Produce: return "produce";
   }
   return "?";
 }
@@ -43,8 +45,8 @@ struct Span {
 
 class Machine {
  public:
-  Machine(const std::vector<Schedule>& s, std::vector<VerifyRank>& r, const VerifyOp& op)
-      : sched_(s), ranks_(r), op_(op), cur_(s.size(), 0), posted_(s.size(), false) {}
+  Machine(const std::vector<Schedule>& s, std::vector<VerifyRank>& r, const VerifyOp& op, const VerifyCallbacks& cb)
+      : sched_(s), ranks_(r), op_(op), cb_(cb), cur_(s.size(), 0), posted_(s.size(), false) {}
 
   void run() {
     const int n = static_cast<int>(sched_.size());
@@ -87,8 +89,10 @@ class Machine {
           Span s = span(r, p.src, p.srcOff, p.count, ctx), d = span(r, p.dst, p.dstOff, p.count, ctx);
           if (s.array == d.array && s.begin == d.begin) continue;
         }
-        if (p.kind != PrimKind::Recv) reads.push_back({span(r, p.src, p.srcOff, p.count, ctx), i});
-        if (p.kind != PrimKind::Send) writes.push_back({span(r, p.dst, p.dstOff, p.count, ctx), i});
+        if (p.kind != PrimKind::Recv && p.kind != PrimKind::Produce)
+          reads.push_back({span(r, p.src, p.srcOff, p.count, ctx), i});
+        if (p.kind != PrimKind::Send && p.kind != PrimKind::Notify)
+          writes.push_back({span(r, p.dst, p.dstOff, p.count, ctx), i});
         if (p.kind == PrimKind::Reduce) reads.push_back({span(r, p.dst, p.dstOff, p.count, ctx), i});
       }
       for (const auto& [w, wi] : writes) {
@@ -179,6 +183,21 @@ class Machine {
           for (size_t e = 0; e < p.count; ++e) ptr(r, d)[e] = op_(ptr(r, d)[e], ptr(r, s)[e]);
           break;
         }
+        case PrimKind::Notify:
+        case PrimKind::Produce: break;  // after every other prim of the step: see below
+      }
+    }
+    // Callbacks run after the step's sends have taken their data (the executor's run while the transfers are in
+    // flight; the race check above guarantees that no prim of the step touches what they write).
+    for (size_t i = 0; i < step.prims.size(); ++i) {
+      const Prim& p = step.prims[i];
+      std::string ctx = where(r, cur_[r], i, p);
+      if (p.kind == PrimKind::Notify) {
+        Span s = span(r, p.src, p.srcOff, p.count, ctx);
+        if (cb_.notify) cb_.notify(r, p.peer, ptr(r, s), p.count);
+      } else if (p.kind == PrimKind::Produce) {
+        Span d = span(r, p.dst, p.dstOff, p.count, ctx);
+        if (cb_.produce) cb_.produce(r, p.peer, ptr(r, d), p.count);
       }
     }
   }
@@ -200,6 +219,7 @@ class Machine {
   const std::vector<Schedule>& sched_;
   std::vector<VerifyRank>& ranks_;
   const VerifyOp& op_;
+  const VerifyCallbacks& cb_;
   std::vector<size_t> cur_;
   std::vector<bool> posted_;
   std::map<std::pair<int, int>, std::deque<Message>> queues_;
@@ -212,14 +232,15 @@ bool rootOnlyOutput(Coll c) { return c == Coll::Reduce || c == Coll::Gather; }
 
 }  // namespace
 
-void verify(const std::vector<Schedule>& schedules, std::vector<VerifyRank>& ranks, const VerifyOp& op) {
+void verify(const std::vector<Schedule>& schedules, std::vector<VerifyRank>& ranks, const VerifyOp& op,
+            const VerifyCallbacks& callbacks) {
   if (schedules.size() != ranks.size()) throw std::runtime_error("one schedule per rank expected");
-  Machine(schedules, ranks, op).run();
+  Machine(schedules, ranks, op, callbacks).run();
 }
 
 std::vector<std::vector<double>> runCollective(const std::vector<Schedule>& schedules, const CollArgs& args,
                                                const std::vector<std::vector<double>>& inputs, bool inPlace,
-                                               const VerifyOp& op) {
+                                               const VerifyOp& op, const VerifyCallbacks& callbacks) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const int n = args.nranks;
   std::vector<VerifyRank> ranks(n);
@@ -251,7 +272,7 @@ std::vector<std::vector<double>> runCollective(const std::vector<Schedule>& sche
     vr.arrays.push_back(std::vector<double>(schedules[r].scratchCount, nan));
     vr.views[kScratch] = {static_cast<int>(vr.arrays.size()) - 1, 0, schedules[r].scratchCount};
   }
-  verify(schedules, ranks, op);
+  verify(schedules, ranks, op, callbacks);
   std::vector<std::vector<double>> outputs(n);
   for (int r = 0; r < n; ++r) {
     const auto& v = ranks[r].views[kOutput];

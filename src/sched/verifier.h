@@ -28,15 +28,27 @@ struct VerifyRank {
 /// The binary reduction used by RecvReduce and Reduce prims.
 using VerifyOp = std::function<double(double, double)>;
 
+/// What the verifier does for the callback prims (PrimKind::Notify, PrimKind::Produce) of the overlapped
+/// collectives. They run when their step is posted, after its sends took their data, like the executor's (which runs
+/// them while the step's transfers are in flight). Either may be empty: Notify prims are then ignored, and Produce
+/// prims leave their memory as it is.
+struct VerifyCallbacks {
+  /// A Notify prim: rank, tag (the prim's peer field), the memory it names, read-only.
+  std::function<void(int rank, int tag, const double* data, size_t count)> notify;
+  /// A Produce prim: rank, tag, the memory it names, to be written.
+  std::function<void(int rank, int tag, double* data, size_t count)> produce;
+};
+
 /// Runs every rank's schedule (schedules[r] for rank r) over ranks[r]. Throws std::runtime_error describing the
 /// first deadlock, mismatch or out-of-range access (rank, step, prim).
-void verify(const std::vector<Schedule>& schedules, std::vector<VerifyRank>& ranks, const VerifyOp& op);
+void verify(const std::vector<Schedule>& schedules, std::vector<VerifyRank>& ranks, const VerifyOp& op,
+            const VerifyCallbacks& callbacks = {});
 
 /// Convenience for collectives: binds kInput/kOutput/kScratch (aliased per `inPlace` as the C API defines it) with
 /// the given input data per rank, runs the schedules and returns each rank's output buffer.
 std::vector<std::vector<double>> runCollective(const std::vector<Schedule>& schedules, const CollArgs& args,
                                                const std::vector<std::vector<double>>& inputs, bool inPlace,
-                                               const VerifyOp& op);
+                                               const VerifyOp& op, const VerifyCallbacks& callbacks = {});
 
 /// The expected outputs of a collective computed directly (the reference), for inputs per rank.
 std::vector<std::vector<double>> referenceCollective(const CollArgs& args,
