@@ -54,9 +54,10 @@ bool HocclWork::wait(std::chrono::milliseconds timeout) {
 c10::intrusive_ptr<c10::ivalue::Future> HocclWork::getFuture() { return future_; }
 
 void HocclWork::complete(std::exception_ptr error) {
-  finish(error);
+  // The future first: wait() returning means get_future() is done too.
   if (error) future_->setError(error);
   else future_->markCompleted(c10::IValue(outputs_));
+  finish(error);
 }
 
 // ---- backend: creation, worker -------------------------------------------------------------------------------------

@@ -61,6 +61,8 @@ class ProcessGroupHoccl : public c10d::Backend {
   const std::string getBackendName() const override { return "hoccl"; }
   bool supportsSplitting() const override { return true; }
   bool supportsCoalescing() const override { return false; }
+  /// The options split_group copies for the child: the backend's name and timeout.
+  c10::intrusive_ptr<Options> getBackendOptions() override { return c10::make_intrusive<Options>("hoccl", timeout_); }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
