@@ -29,6 +29,7 @@ from __future__ import annotations
 import datetime
 import importlib.machinery
 import importlib.util
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -72,6 +73,9 @@ ProcessGroupHoccl = _c10d.ProcessGroupHoccl
 
 def _create(store, rank: int, size: int, timeout: datetime.timedelta):
     """The creator torch.distributed calls for every group with backend "hoccl"."""
+    # hoccl reads HOCCL_TIMEOUT once per process: the first group's timeout, unless the environment set it.
+    if "HOCCL_TIMEOUT" not in os.environ and timeout.total_seconds() > 0:
+        os.environ["HOCCL_TIMEOUT"] = str(math.ceil(timeout.total_seconds()))
     return _c10d.create(store, rank, size, timeout.total_seconds())
 
 

@@ -5,6 +5,7 @@
 /// single-tensor forms pass the tensors' own memory. alltoall with split sizes is a hoccl group of sends and receives.
 #include "python/hoccl/torch/process_group.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -39,7 +40,10 @@ HocclWork::HocclWork(int rank, c10d::OpType opType, std::vector<at::Tensor> outp
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
 bool HocclWork::wait(std::chrono::milliseconds timeout) {
-  const auto limit = timeout == kNoTimeout ? timeout_ : timeout;
+  // Without an explicit timeout, hoccl's own (HOCCL_TIMEOUT, the same length) gets a head start: its error names the
+  // silent peer; this limit only catches a job that never started.
+  const auto limit = timeout == kNoTimeout ? timeout_ + std::max(timeout_ / 10, std::chrono::milliseconds(2000))
+                                           : timeout;
   std::unique_lock<std::mutex> lock(mutex_);
   if (!cv_.wait_for(lock, limit, [this] { return completed_; })) {
     C10_THROW_ERROR(DistBackendError,
