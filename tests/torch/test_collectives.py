@@ -245,4 +245,4 @@ def run(rank, size):
 
 
 if __name__ == "__main__":
-    spawn(run, 4, timeout_s=240)
+    spawn(run, 4, timeout_s=250)

@@ -43,7 +43,7 @@ def torchrun() -> None:
     torchrun_bin = Path(sys.executable).parent / "torchrun"
     cmd = [str(torchrun_bin), "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port",
            str(free_port()), str(ROOT / "examples" / "torch_ddp.py"), "--steps", "10"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=os.environ.copy())
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=250, env=os.environ.copy())
     sys.stdout.write(r.stdout)
     if r.returncode != 0 or "parameters identical on every rank" not in r.stdout:
         sys.stderr.write(r.stderr[-4000:])
@@ -54,4 +54,4 @@ if __name__ == "__main__":
     if "--torchrun" in sys.argv:
         torchrun()
     else:
-        spawn(run, 2, timeout_s=150)
+        spawn(run, 2, timeout_s=250)

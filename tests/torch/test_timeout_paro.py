@@ -77,6 +77,6 @@ def run_paro(rank, size):
 
 if __name__ == "__main__":
     if "--timeout" in sys.argv:
-        spawn(run_timeout, 2, timeout_s=90)
+        spawn(run_timeout, 2, timeout_s=200)
     else:
-        spawn(run_paro, 4, timeout_s=150)
+        spawn(run_paro, 4, timeout_s=250)
