@@ -50,8 +50,8 @@ py::dict paroCreate(const c10::intrusive_ptr<ProcessGroupHoccl>& parent, const s
     int rank = 0, size = 0;
     hoccl_torch::check(hocclCommUserRank(c, &rank), c, "hocclCommUserRank");
     hoccl_torch::check(hocclCommCount(c, &size), c, "hocclCommCount");
-    out[names[which]] =
-        c10::make_intrusive<ProcessGroupHoccl>(c, rank, size, parent->timeout(), /*ownsComm=*/false, holder);
+    out[names[which]] = c10::make_intrusive<ProcessGroupHoccl>(c, rank, size, parent->timeout(), /*ownsComm=*/false,
+                                                               holder);
   }
   return out;
 }
@@ -69,7 +69,7 @@ PYBIND11_MODULE(_c10d, m) {
   m.def(
       "create",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, double timeoutS) {
-        return ProcessGroupHoccl::create(store, rank, size, toMs(timeoutS));
+    return ProcessGroupHoccl::create(store, rank, size, toMs(timeoutS));
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_s"),
       py::call_guard<py::gil_scoped_release>(),
@@ -79,9 +79,9 @@ PYBIND11_MODULE(_c10d, m) {
   m.def(
       "version",
       [] {
-        int v = 0;
-        hocclGetVersion(&v);
-        return v;
+    int v = 0;
+    hocclGetVersion(&v);
+    return v;
       },
       "hoccl's version code");
 }

@@ -68,8 +68,7 @@ void HocclWork::complete(std::exception_ptr error) {
 
 ProcessGroupHoccl::ProcessGroupHoccl(hocclComm_t comm, int rank, int size, std::chrono::milliseconds timeout,
                                      bool ownsComm, std::shared_ptr<void> keepAlive)
-    : c10d::Backend(rank, size), comm_(comm), ownsComm_(ownsComm), keepAlive_(std::move(keepAlive)),
-      timeout_(timeout) {
+    : c10d::Backend(rank, size), comm_(comm), ownsComm_(ownsComm), keepAlive_(std::move(keepAlive)), timeout_(timeout) {
   worker_ = std::thread([this] { workerLoop(); });
 }
 
@@ -341,8 +340,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::scatter(std::vector<at::Tensor
       for (const auto& t : ins) flat.push_back(t.reshape({-1}));
       all = at::cat(flat);
     }
-    check(hocclScatter(all.defined() ? all.data_ptr() : nullptr, out.data_ptr(), count(out), dtypeOf(out), root,
-                       comm_, nullptr),
+    check(hocclScatter(all.defined() ? all.data_ptr() : nullptr, out.data_ptr(), count(out), dtypeOf(out), root, comm_,
+                       nullptr),
           comm_, "hocclScatter");
   });
 }
@@ -368,8 +367,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::reduce_scatter(std::vector<at:
       return;
     }
     ScopedOp op(spec, out.scalar_type(), comm_);
-    check(hocclReduceScatter(all.data_ptr(), out.data_ptr(), count(out), dtypeOf(out), op.get(), comm_, nullptr),
-          comm_, "hocclReduceScatter");
+    check(hocclReduceScatter(all.data_ptr(), out.data_ptr(), count(out), dtypeOf(out), op.get(), comm_, nullptr), comm_,
+          "hocclReduceScatter");
   });
 }
 
@@ -393,8 +392,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::_reduce_scatter_base(at::Tenso
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
-  TORCH_CHECK_VALUE(outputs.size() == inputs.size() && !inputs.empty(), "hoccl reduce_scatter_tensor_coalesced: ",
-                    outputs.size(), " outputs for ", inputs.size(), " inputs");
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size() && !inputs.empty(),
+                    "hoccl reduce_scatter_tensor_coalesced: ", outputs.size(), " outputs for ", inputs.size(),
+                    " inputs");
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
   for (size_t i = 0; i < inputs.size(); ++i) {
     checkTensor(outputs[i], "reduce_scatter_tensor_coalesced");
@@ -427,8 +427,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::alltoall_base(at::Tensor& outp
     const int64_t rows = t.dim() > 0 ? t.size(0) : 1;
     const int64_t rowElems = rows > 0 ? t.numel() / rows : 0;
     if (splits.empty()) {
-      TORCH_CHECK_VALUE(rows % size_ == 0, "hoccl all_to_all_single: ", which, " has ", rows, " rows, not a multiple of ",
-                        size_, " (pass split sizes)");
+      TORCH_CHECK_VALUE(rows % size_ == 0, "hoccl all_to_all_single: ", which, " has ", rows,
+                        " rows, not a multiple of ", size_, " (pass split sizes)");
       splits.assign(size_, rows / size_);
     }
     TORCH_CHECK_VALUE(static_cast<int>(splits.size()) == size_, "hoccl all_to_all_single: ", splits.size(), " ", which,
@@ -440,8 +440,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::alltoall_base(at::Tensor& outp
       r.emplace_back(off * rowElems, s * rowElems);
       off += s;
     }
-    TORCH_CHECK_VALUE(off == rows, "hoccl all_to_all_single: the ", which, " split sizes add up to ", off, " rows, the ",
-                      which, " has ", rows);
+    TORCH_CHECK_VALUE(off == rows, "hoccl all_to_all_single: the ", which, " split sizes add up to ", off,
+                      " rows, the ", which, " has ", rows);
     return r;
   };
   auto sendParts = offsets(in, inputSplits, "input"), recvParts = offsets(out, outputSplits, "output");
@@ -496,7 +496,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::send(std::vector<at::Tensor>& 
   return enqueue(
       c10d::OpType::SEND, {t},
       [this, t, dstRank] {
-        check(hocclSend(t.data_ptr(), count(t), dtypeOf(t), dstRank, comm_, nullptr), comm_, "hocclSend");
+    check(hocclSend(t.data_ptr(), count(t), dtypeOf(t), dstRank, comm_, nullptr), comm_, "hocclSend");
       },
       /*p2p=*/true);
 }
@@ -510,7 +510,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::recv(std::vector<at::Tensor>& 
   return enqueue(
       c10d::OpType::RECV, {t},
       [this, t, srcRank] {
-        check(hocclRecv(t.data_ptr(), count(t), dtypeOf(t), srcRank, comm_, nullptr), comm_, "hocclRecv");
+    check(hocclRecv(t.data_ptr(), count(t), dtypeOf(t), srcRank, comm_, nullptr), comm_, "hocclRecv");
       },
       /*p2p=*/true);
 }
@@ -532,8 +532,9 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupHoccl::split(const c10::intrusive_
   // Groups of a split are disjoint: the smallest parent rank names each one.
   const int color = key < 0 ? HOCCL_SPLIT_NOCOLOR : *std::min_element(ranks.begin(), ranks.end());
   hocclComm_t child = nullptr;
-  runOnWorker([&](hocclComm_t comm) { check(hocclCommSplit(comm, color, key < 0 ? 0 : key, &child, nullptr), comm,
-                                            "hocclCommSplit"); });
+  runOnWorker([&](hocclComm_t comm) {
+    check(hocclCommSplit(comm, color, key < 0 ? 0 : key, &child, nullptr), comm, "hocclCommSplit");
+  });
   if (key < 0 || child == nullptr) return nullptr;
   const auto timeout = opts ? opts->timeout : timeout_;
   return c10::make_intrusive<ProcessGroupHoccl>(child, key, static_cast<int>(ranks.size()), timeout);

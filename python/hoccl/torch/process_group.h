@@ -55,8 +55,8 @@ class ProcessGroupHoccl : public c10d::Backend {
   ~ProcessGroupHoccl() override;
 
   /// Rendezvous through the store (rank 0 publishes a hoccl unique id under `key`), then hocclCommInitRank.
-  static c10::intrusive_ptr<ProcessGroupHoccl> create(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                      int size, std::chrono::milliseconds timeout);
+  static c10::intrusive_ptr<ProcessGroupHoccl> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                      std::chrono::milliseconds timeout);
 
   const std::string getBackendName() const override { return "hoccl"; }
   bool supportsSplitting() const override { return true; }
@@ -79,10 +79,9 @@ class ProcessGroupHoccl : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::AllgatherOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
-                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
-                                         std::vector<std::vector<at::Tensor>>& inputs,
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
                                                 std::vector<std::vector<at::Tensor>>& inputs,
@@ -93,8 +92,7 @@ class ProcessGroupHoccl : public c10d::Backend {
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
-                                               std::vector<int64_t>& outputSplits,
-                                               std::vector<int64_t>& inputSplits,
+                                               std::vector<int64_t>& outputSplits, std::vector<int64_t>& inputSplits,
                                                const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;

@@ -23,9 +23,10 @@ hocclDataType_t hocclType(at::ScalarType type, const char* collective) {
     case at::kFloat8_e5m2: return hocclFloat8e5m2;
     default: break;
   }
-  TORCH_CHECK_TYPE(false, "hoccl ", collective, ": dtype ", type,
-                   " is not one hoccl has (int8, uint8, bool, int32, uint32, int64, uint64, float16, bfloat16, float32, "
-                   "float64, float8_e4m3fn, float8_e5m2); convert the tensor or use the gloo backend for it");
+  TORCH_CHECK_TYPE(
+      false, "hoccl ", collective, ": dtype ", type,
+      " is not one hoccl has (int8, uint8, bool, int32, uint32, int64, uint64, float16, bfloat16, float32, "
+      "float64, float8_e4m3fn, float8_e5m2); convert the tensor or use the gloo backend for it");
 }
 
 void checkTensor(const at::Tensor& t, const char* collective) {
@@ -45,8 +46,8 @@ void checkSame(const std::vector<at::Tensor>& ts, const at::Tensor& like, int64_
     checkTensor(ts[i], collective);
     TORCH_CHECK_TYPE(ts[i].scalar_type() == like.scalar_type(), "hoccl ", collective, ": tensor ", i, " has dtype ",
                      ts[i].scalar_type(), " but the input has ", like.scalar_type());
-    TORCH_CHECK_VALUE(numel < 0 || ts[i].numel() == numel, "hoccl ", collective, ": tensor ", i, " has ",
-                      ts[i].numel(), " elements, expected ", numel);
+    TORCH_CHECK_VALUE(numel < 0 || ts[i].numel() == numel, "hoccl ", collective, ": tensor ", i, " has ", ts[i].numel(),
+                      " elements, expected ", numel);
   }
 }
 
