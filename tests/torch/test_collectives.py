@@ -1,0 +1,248 @@
+"""hoccl.torch against gloo: every collective, dtype and ReduceOp of the "hoccl" backend, in 4 processes.
+
+Each rank makes the world group with backend "hoccl" and a second group over the same ranks with "gloo". Inputs are
+small integers (exact in every dtype, fp8 included, and their sums and products too), so results must be equal.
+The reference is gloo's result on the same inputs widened to float64 (int64 for integer and bool dtypes), cast
+back; AVG is gloo's SUM divided by the group size (truncated for integers, as hoccl's integer AVG does), PREMUL_SUM
+gloo's SUM of the pre-multiplied inputs, a bool SUM/PRODUCT gloo's MAX/MIN (logical or/and). Also: async Work and
+futures, new_group, split_group (hocclCommSplit), and bad input (ValueError/TypeError/DistBackendError, then the
+communicator still works).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import spawn  # noqa: E402
+
+R = dist.ReduceOp
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
+          torch.int64, torch.bool, torch.float8_e4m3fn, torch.float8_e5m2]
+FLOATS = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2}
+
+
+def wide(dt):
+    return torch.float64 if dt in FLOATS else torch.int64
+
+
+def inputs(dt, rank, n, op=None):
+    """Small integers, different on each rank: {1,2} for PRODUCT, {0,1} for bool, {0,1,2} for fp8, else 0..4."""
+    base = torch.arange(n, dtype=torch.int64) * 7 + rank * 3
+    if dt == torch.bool:
+        v = base % 2
+    elif op == R.PRODUCT:
+        v = base % 2 + 1
+    elif dt in (torch.float8_e4m3fn, torch.float8_e5m2):
+        v = base % 3
+    else:
+        v = base % 5
+    return v.to(dt)
+
+
+def same(got, want, what):
+    g, w = got.to(torch.float64), want.to(torch.float64)
+    if got.dtype != want.dtype or got.shape != want.shape or not torch.equal(g, w):
+        raise AssertionError(f"{what}: hoccl gave {got.dtype} {list(got.shape)} {g.flatten()[:12].tolist()}, "
+                             f"gloo {want.dtype} {list(want.shape)} {w.flatten()[:12].tolist()}")
+
+
+def ref_op(op, dt):
+    """The op gloo runs on the widened data, and how to finish its result."""
+    if dt == torch.bool and op == R.SUM:
+        return R.MAX
+    if dt == torch.bool and op == R.PRODUCT:
+        return R.MIN
+    if op == R.AVG:
+        return R.SUM
+    return op
+
+
+def finish(x, op, dt, size):
+    if op == R.AVG:
+        x = x / size if dt in FLOATS else torch.div(x, size, rounding_mode="trunc")
+    return x.to(dt)
+
+
+def ops_for(dt):
+    ops = [R.SUM, R.PRODUCT, R.MIN, R.MAX]
+    if dt != torch.bool:
+        ops += [R.AVG, "premul"]
+    if dt not in FLOATS:
+        ops += [R.BAND, R.BOR, R.BXOR]
+    return ops
+
+
+def check_dtype(dt, rank, size, hoc, gloo):
+    n = 11
+    # all_reduce, every op, half of them asynchronous (wait() and the future's value).
+    for i, op in enumerate(ops_for(dt)):
+        x = inputs(dt, rank, n, op)
+        xw = x.to(wide(dt))
+        if op == "premul":
+            f = 0.5 if dt in FLOATS else 2  # the factor in the tensor's dtype
+            hop, xw, gop = dist._make_nccl_premul_sum(f), xw * f, R.SUM
+        else:
+            hop, gop = op, ref_op(op, dt)
+        a = x.clone()
+        if i % 2:
+            work = dist.all_reduce(a, op=hop, group=hoc, async_op=True)
+            work.wait()
+            same(work.get_future().value()[0], a, f"{dt} all_reduce future")
+        else:
+            dist.all_reduce(a, op=hop, group=hoc)
+        dist.all_reduce(xw, op=gop, group=gloo)
+        same(a, finish(xw, op, dt, size), f"{dt} all_reduce {op}")
+    # all_reduce_coalesced: two tensors of different shapes in one call.
+    if hasattr(dist, "all_reduce_coalesced"):
+        a, b = inputs(dt, rank, 5), inputs(dt, rank + 1, 6).reshape(2, 3)
+        ra, rb = a.to(wide(dt)), b.to(wide(dt))
+        dist.all_reduce_coalesced([a, b], op=R.MAX, group=hoc)
+        dist.all_reduce(ra, op=R.MAX, group=gloo)
+        dist.all_reduce(rb, op=R.MAX, group=gloo)
+        same(a, ra.to(dt), f"{dt} all_reduce_coalesced[0]")
+        same(b, rb.to(dt), f"{dt} all_reduce_coalesced[1]")
+    # reduce to the last rank.
+    for op in (R.SUM, R.MAX):
+        x = inputs(dt, rank, n)
+        a, xw = x.clone(), x.to(wide(dt))
+        dist.reduce(a, dst=size - 1, op=op, group=hoc)
+        dist.reduce(xw, dst=size - 1, op=ref_op(op, dt), group=gloo)
+        if rank == size - 1:
+            same(a, xw.to(dt), f"{dt} reduce {op}")
+    # reduce_scatter: one tensor and a list.
+    for op in (R.SUM, R.MIN) + ((R.AVG,) if dt != torch.bool else ()):
+        x = inputs(dt, rank, 3 * size)
+        out = torch.empty(3, dtype=dt)
+        dist.reduce_scatter_tensor(out, x, op=op, group=hoc)
+        ref = torch.empty(3, dtype=wide(dt))
+        dist.reduce_scatter_tensor(ref, x.to(wide(dt)), op=ref_op(op, dt), group=gloo)
+        same(out, finish(ref, op, dt, size), f"{dt} reduce_scatter_tensor {op}")
+    xs = [inputs(dt, rank + r, 4) for r in range(size)]
+    out = torch.empty(4, dtype=dt)
+    dist.reduce_scatter(out, xs, op=R.MAX, group=hoc)
+    ref = torch.empty(4, dtype=wide(dt))
+    dist.reduce_scatter(ref, [x.to(wide(dt)) for x in xs], op=R.MAX, group=gloo)
+    same(out, ref.to(dt), f"{dt} reduce_scatter list")
+    # all_gather: into one tensor, and into a list.
+    x = inputs(dt, rank, n)
+    out = torch.empty(size * n, dtype=dt)
+    dist.all_gather_into_tensor(out, x, group=hoc)
+    ref = torch.empty(size * n, dtype=wide(dt))
+    dist.all_gather_into_tensor(ref, x.to(wide(dt)), group=gloo)
+    same(out, ref.to(dt), f"{dt} all_gather_into_tensor")
+    outs = [torch.empty(n, dtype=dt) for _ in range(size)]
+    dist.all_gather(outs, x, group=hoc)
+    same(torch.cat(outs), ref.to(dt), f"{dt} all_gather list")
+    # broadcast from rank 1.
+    a, xw = x.clone(), x.to(wide(dt))
+    dist.broadcast(a, src=1, group=hoc)
+    dist.broadcast(xw, src=1, group=gloo)
+    same(a, xw.to(dt), f"{dt} broadcast")
+    # all_to_all: equal blocks, split sizes (rank r sends r+p+1 rows... to p), and lists.
+    x = inputs(dt, rank, 2 * size)
+    out, ref = torch.empty(2 * size, dtype=dt), torch.empty(2 * size, dtype=wide(dt))
+    dist.all_to_all_single(out, x, group=hoc)
+    dist.all_to_all_single(ref, x.to(wide(dt)), group=gloo)
+    same(out, ref.to(dt), f"{dt} all_to_all_single")
+    in_splits = [(rank + p) % 3 + 1 for p in range(size)]
+    out_splits = [(p + rank) % 3 + 1 for p in range(size)]
+    x = inputs(dt, rank, sum(in_splits) * 2).reshape(-1, 2)
+    out = torch.empty(sum(out_splits), 2, dtype=dt)
+    ref = torch.empty(sum(out_splits), 2, dtype=wide(dt))
+    dist.all_to_all_single(out, x, out_splits, in_splits, group=hoc)
+    dist.all_to_all_single(ref, x.to(wide(dt)), out_splits, in_splits, group=gloo)
+    same(out, ref.to(dt), f"{dt} all_to_all_single with splits")
+    ins = [inputs(dt, rank * size + p, p + 1) for p in range(size)]
+    outs = [torch.empty(rank + 1, dtype=dt) for _ in range(size)]
+    dist.all_to_all(outs, ins, group=hoc)
+    for p in range(size):
+        same(outs[p], inputs(dt, p * size + rank, rank + 1), f"{dt} all_to_all list from {p}")
+    # gather to rank 2, scatter from rank 1.
+    x = inputs(dt, rank, 5)
+    outs = [torch.empty(5, dtype=dt) for _ in range(size)] if rank == 2 else None
+    dist.gather(x, outs, dst=2, group=hoc)
+    refs = [torch.empty(5, dtype=wide(dt)) for _ in range(size)] if rank == 2 else None
+    dist.gather(x.to(wide(dt)), refs, dst=2, group=gloo)
+    if rank == 2:
+        same(torch.cat(outs), torch.cat(refs).to(dt), f"{dt} gather")
+    out = torch.empty(5, dtype=dt)
+    ins = [inputs(dt, 10 + p, 5) for p in range(size)] if rank == 1 else None
+    dist.scatter(out, ins, src=1, group=hoc)
+    same(out, inputs(dt, 10 + rank, 5), f"{dt} scatter")
+    # send/recv around the ring, receive posted after send on every rank (one hoccl group on the worker).
+    nxt, prv = (rank + 1) % size, (rank - 1) % size
+    out = torch.empty(n, dtype=dt)
+    reqs = [dist.isend(inputs(dt, rank, n), nxt, group=hoc), dist.irecv(out, prv, group=hoc)]
+    for r in reqs:
+        r.wait()
+    same(out, inputs(dt, prv, n), f"{dt} isend/irecv")
+
+
+def bad_input(rank, size, hoc):
+    def expect(exc, needle, fn, what):
+        try:
+            fn()
+        except exc as e:
+            if needle not in str(e):
+                raise AssertionError(f"{what}: message lacks {needle!r}: {e}")
+            return
+        raise AssertionError(f"{what}: no {exc.__name__}")
+
+    expect(ValueError, "not contiguous", lambda: dist.all_reduce(torch.ones(4, 4)[:, 1], group=hoc), "strided")
+    expect(TypeError, "not one hoccl has", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16), group=hoc),
+           "int16")
+    # A tensor on another device (no GPU here: a meta tensor, handed to the backend itself since torch.distributed
+    # treats meta tensors as no-ops).
+    backend = hoc._get_backend(torch.device("cpu"))
+    expect(ValueError, "serves CPU tensors",
+           lambda: backend.broadcast([torch.ones(3, device="meta")], dist.BroadcastOptions()), "meta device")
+    expect(ValueError, "bitwise", lambda: dist.all_reduce(torch.ones(3), op=R.BAND, group=hoc), "float BAND")
+    expect(ValueError, "elements", lambda: dist.all_gather_into_tensor(torch.empty(5), torch.ones(2), group=hoc),
+           "all_gather output size")
+    # Sizes that disagree across ranks (on a communicator of their own): hoccl's mismatch check refuses the call on
+    # every rank with a message naming both calls; nothing was written.
+    mm = dist.new_group(backend="hoccl")
+    x = torch.ones(3 + rank)
+    expect(dist.DistBackendError, "AllReduce(count=", lambda: dist.all_reduce(x, group=mm), "rank mismatch")
+    assert torch.equal(x, torch.ones(3 + rank)), "the refused call changed the buffer"
+    # The world's communicator still works.
+    y = torch.full((4,), float(rank))
+    dist.all_reduce(y, group=hoc)
+    assert torch.equal(y, torch.full((4,), float(sum(range(size))))), y
+
+
+def run(rank, size):
+    import hoccl.torch  # noqa: F401  (registers "hoccl")
+
+    dist.init_process_group("hoccl", rank=rank, world_size=size)
+    hoc = dist.group.WORLD
+    gloo = dist.new_group(backend="gloo")
+    for dt in DTYPES:
+        check_dtype(dt, rank, size, hoc, gloo)
+    dist.barrier()
+    # new_group: a fresh communicator over ranks 1..3 (rank 0 is not a member).
+    sub = dist.new_group([1, 2, 3], backend="hoccl")
+    if rank != 0:
+        y = torch.tensor([float(rank)])
+        dist.all_reduce(y, group=sub)
+        assert y.item() == 6.0, y
+    # split_group: hocclCommSplit of the world's communicator into {0, 2} and {1, 3}.
+    half = dist.split_group(split_ranks=[[0, 2], [1, 3]])
+    y = torch.tensor([float(rank)])
+    dist.all_reduce(y, group=half)
+    assert y.item() == (2.0 if rank % 2 == 0 else 4.0), y
+    assert half.size() == 2 and half.rank() == rank // 2
+    bad_input(rank, size, hoc)
+    dist.destroy_process_group()
+    if rank == 0:
+        print(f"hoccl.torch: {len(DTYPES)} dtypes x every collective and op equal to gloo on {size} ranks; "
+              "new_group, split_group and bad input OK", flush=True)
+
+
+if __name__ == "__main__":
+    spawn(run, 4, timeout_s=250)
