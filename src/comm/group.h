@@ -40,6 +40,9 @@ struct Op {
   /// the call returns); null otherwise (looked up by handle when the op runs, still inside the call).
   std::shared_ptr<const PreMulSumOp> premul;
   void* stream = nullptr;  ///< the caller's stream (orders the op when its buffers are device memory)
+  /// Keeps the op's shared blocks (hocclMemAlloc) and registrations from being freed or deregistered while any copy
+  /// of the op lives (until it has run); null when its buffers are neither.
+  std::shared_ptr<void> pins;
   /// True for an op on device buffers: it is stream-ordered and runs on the communicator's proxy (comm/proxy.h).
   bool onDevice() const { return sendKind == kernels::MemoryKind::Device || recvKind == kernels::MemoryKind::Device; }
 };
