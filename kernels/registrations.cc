@@ -13,6 +13,7 @@ void* Registrations::add(const void* base, size_t bytes) {
   void* handle = e.get();
   std::lock_guard<std::mutex> lock(mu_);
   entries_.emplace(handle, std::move(e));
+  count_.store(entries_.size(), std::memory_order_release);
   return handle;
 }
 
@@ -30,9 +31,11 @@ void Registrations::remove(void* handle) {
                     "in flight; it stays registered. Deregister it after those calls have returned",
                     handle, static_cast<const void*>(it->second->base), it->second->bytes, it->second->pins));
   entries_.erase(it);
+  count_.store(entries_.size(), std::memory_order_release);
 }
 
 bool Registrations::covers(const void* ptr, size_t bytes) const {
+  if (size() == 0) return false;
   const char* p = static_cast<const char*>(ptr);
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [h, e] : entries_)
@@ -40,10 +43,7 @@ bool Registrations::covers(const void* ptr, size_t bytes) const {
   return false;
 }
 
-size_t Registrations::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return entries_.size();
-}
+size_t Registrations::size() const { return count_.load(std::memory_order_acquire); }
 
 Registrations::Pin::Pin(Registrations& table, const void* ptr, size_t bytes) : table_(&table) {
   const char* p = static_cast<const char*>(ptr);

@@ -9,6 +9,7 @@
 /// hocclInvalidUsage and the registration stays.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -55,6 +56,7 @@ class Registrations {
     int pins = 0;
   };
   mutable std::mutex mu_;
+  std::atomic<size_t> count_{0};                     // live registrations: size() without the lock
   std::map<void*, std::unique_ptr<Entry>> entries_;  // by handle (the entry's address)
 };
 

@@ -30,6 +30,7 @@ struct Table {
   std::mutex mu;
   std::map<uintptr_t, Block> blocks;  // by start address
   std::atomic<uint64_t> made{0};
+  std::atomic<size_t> live{0};  // blocks alive: lookups in a process without any skip the lock
 };
 
 Table& table() {
@@ -75,6 +76,7 @@ void* sharedAlloc(size_t size) {
   }
   std::lock_guard<std::mutex> lock(t.mu);
   t.blocks.emplace(reinterpret_cast<uintptr_t>(p), Block{bytes, fd, static_cast<uint64_t>(st.st_ino)});
+  t.live.store(t.blocks.size(), std::memory_order_release);
   return p;
 }
 
@@ -95,14 +97,15 @@ void sharedFree(void* ptr) {
                       ptr, it->second.bytes, it->second.pins));
     b = it->second;
     t.blocks.erase(it);
+    t.live.store(t.blocks.size(), std::memory_order_release);
   }
   munmap(ptr, b.bytes);
   close(b.fd);
 }
 
 bool findShared(const void* ptr, size_t bytes, SharedRef* ref) {
-  if (!ptr) return false;
   Table& t = table();
+  if (!ptr || t.live.load(std::memory_order_acquire) == 0) return false;
   std::lock_guard<std::mutex> lock(t.mu);
   auto it = find(t, ptr, bytes);
   if (it == t.blocks.end()) return false;
@@ -121,8 +124,8 @@ size_t sharedBlockBytes(const void* ptr) {
 }
 
 SharedPin::SharedPin(const void* ptr) {
-  if (!ptr) return;
   Table& t = table();
+  if (!ptr || t.live.load(std::memory_order_acquire) == 0) return;
   std::lock_guard<std::mutex> lock(t.mu);
   auto it = find(t, ptr, 0);
   if (it == t.blocks.end()) return;
