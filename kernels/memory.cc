@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "kernels/cuda/cuda_driver.h"
 #include "kernels/device/device.h"
+#include "kernels/shared_mem.h"
 
 namespace hoccl::kernels {
 namespace {
@@ -77,6 +78,7 @@ const char* memoryKindName(MemoryKind kind) {
 
 MemoryKind classify(const void* ptr) {
   if (!ptr) return MemoryKind::Host;
+  if (findShared(ptr, 0, nullptr)) return MemoryKind::HostShared;
   if (device::Device* d = device::current()) return d->owns(ptr) ? MemoryKind::Device : MemoryKind::Host;
   return cuda::classify(ptr) == cuda::PtrKind::Device ? MemoryKind::Device : MemoryKind::Host;
 }

@@ -56,8 +56,7 @@ inline BinOp binOpOf(hocclRedOp_t op) {
 /// Where `ptr` lives: Device for memory of the process's device (device::current(): the simulated device's
 /// allocations, or CUDA device memory), and for CUDA device memory when no device is in use (the driver is asked when
 /// libcuda.so.1 is loadable); Host otherwise (ordinary, pinned or CUDA managed memory, which the host can read).
-/// HostShared is reported once hoccl hands out or registers shared segments (hocclMemAlloc, the zero-copy issue);
-/// null is Host.
+/// HostShared for memory of hocclMemAlloc (kernels/shared_mem.h); null is Host.
 MemoryKind classify(const void* ptr);
 
 /// The operations for memory of `kind`. Throws hoccl::Error(hocclInvalidArgument) for Device memory when the process

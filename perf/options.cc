@@ -77,8 +77,8 @@ std::string validate(const Options& o) {
   if (o.timeoutSec < 0) return "-T must be >= 0";
   if (o.cpuTime < 0 || o.cpuTime > 1) return "-C is 0 or 1";
   if (o.misalign < 0) return "-u must be >= 0";
-  if (o.registration != 0)
-    return fmt::format("-R {}: buffer registration is not supported by hoccl yet (host memory needs none); use -R 0",
+  if (o.registration < 0 || o.registration > 2)
+    return fmt::format("-R {}: use 0 (none), 1 (hocclCommRegister) or 2 (symmetric: hoccl registers the same way)",
                        o.registration);
   return "";
 }
@@ -123,7 +123,9 @@ int parseOptions(int argc, char** argv, const char* toolName, Options* o) {
   app.add_option("-J,--output_file", o->jsonFile, "write the results as JSON to this file");
   app.add_option("-C,--report_cputime", o->cpuTime, "report thread CPU time instead of wall time");
   app.add_option("-u,--misalign", o->misalign, "misalign every buffer by this many elements");
-  app.add_option("-R,--local_register", o->registration, "buffer registration (only 0)");
+  app.add_option(
+      "-R,--local_register", o->registration,
+      "buffer registration: 0 none, 1 register (buffers from hocclMemAlloc), 2 symmetric (the same in hoccl)");
   // Flags of nccl-tests that only make sense on GPUs: accepted when they ask for nothing.
   struct Unsupported {
     const char* flag;

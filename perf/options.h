@@ -32,7 +32,7 @@ struct Options {
   std::string jsonFile;                              ///< -J
   int cpuTime = 0;                                   ///< -C: report thread CPU time instead of wall time
   int misalign = 0;                                  ///< -u: elements of misalignment of every buffer
-  int registration = 0;                              ///< -R (only 0: hoccl has no buffer registration yet)
+  int registration = 0;                              ///< -R: 1 and 2 take buffers from hocclMemAlloc, registered
   std::string opsText = "sum";                       ///< -o as given
   std::string typesText = "float";                   ///< -d as given
   double minBusBw = -1;                              ///< NCCL_TESTS_MIN_BW / HOCCL_TESTS_MIN_BW (-1 = unset)

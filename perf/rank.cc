@@ -23,12 +23,22 @@ namespace {
 constexpr size_t kGuard = 64;  // pattern bytes after each receive area, to catch stray writes
 
 struct FreeDeleter {
-  void operator()(unsigned char* p) const { std::free(p); }
+  bool shared = false;  ///< from hocclMemAlloc
+  void operator()(unsigned char* p) const {
+    if (shared) hocclMemFree(p);
+    else std::free(p);
+  }
 };
 using Buffer = std::unique_ptr<unsigned char[], FreeDeleter>;
 
-Buffer allocBuffer(size_t bytes) {
+// Page-aligned host memory; with `shared`, from hocclMemAlloc (memory the ranks of a host can map: -R 1 and 2).
+Buffer allocBuffer(size_t bytes, bool shared = false) {
   size_t rounded = (bytes + 4095) / 4096 * 4096;
+  if (shared) {
+    void* p = nullptr;
+    if (hocclMemAlloc(&p, rounded) != hocclSuccess) return Buffer(nullptr, FreeDeleter{true});
+    return Buffer(static_cast<unsigned char*>(p), FreeDeleter{true});
+  }
   return Buffer(static_cast<unsigned char*>(std::aligned_alloc(4096, rounded == 0 ? 4096 : rounded)));
 }
 
@@ -388,8 +398,8 @@ int Runner::run() {
     return 2;
   }
   bufBytes_ = o_.maxBytes + static_cast<size_t>(o_.misalign) * 8 + kGuard + 64;
-  send_ = allocBuffer(bufBytes_);
-  recv_ = allocBuffer(bufBytes_);
+  send_ = allocBuffer(bufBytes_, o_.registration != 0);
+  recv_ = allocBuffer(bufBytes_, o_.registration != 0);
   pristine_ = allocBuffer(o_.maxBytes + 64);
   if (!send_ || !recv_ || !pristine_)
     fatal(fmt::format("cannot allocate 3 buffers of {} bytes; try a smaller -e", bufBytes_));
@@ -401,8 +411,17 @@ int Runner::run() {
     check(hocclDeviceMalloc(&dsend_, bufBytes_), "hocclDeviceMalloc (send buffer)");
     check(hocclDeviceMalloc(&drecv_, bufBytes_), "hocclDeviceMalloc (receive buffer)");
   }
+  void* sendReg = nullptr;
+  void* recvReg = nullptr;
+  if (o_.registration != 0) {
+    if (device_) fatal("-R 1/2 registers host buffers, but this run uses device buffers; use -R 0");
+    check(hocclCommRegister(comm_, send_.get(), bufBytes_, &sendReg), "hocclCommRegister (send buffer)");
+    check(hocclCommRegister(comm_, recv_.get(), bufBytes_, &recvReg), "hocclCommRegister (receive buffer)");
+  }
   if (printer_) report_->printHeader();
   sweep();
+  if (sendReg) check(hocclCommDeregister(comm_, sendReg), "hocclCommDeregister (send buffer)");
+  if (recvReg) check(hocclCommDeregister(comm_, recvReg), "hocclCommDeregister (receive buffer)");
   bool ok = true;
   if (printer_) ok = report_->finish(totalOob_, totalWrong_);
   check(hocclCommDestroy(comm_), "hocclCommDestroy");

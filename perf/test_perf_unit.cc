@@ -130,7 +130,7 @@ TEST_CASE("options: defaults, lists and clear errors") {
   CHECK(o2.types == std::vector<hocclDataType_t>{hocclInt8, hocclFloat16});
   for (auto args : std::vector<std::vector<const char*>>{{"-d", "complex"},
                                                          {"-g", "2"},
-                                                         {"-R", "1"},
+                                                         {"-R", "3"},
                                                          {"-G", "5"},
                                                          {"-b", "2M", "-e", "1M"},
                                                          {"-a", "7"},

@@ -21,6 +21,7 @@
 #include "base/wait.h"
 #include "hoccl/hoccl.h"
 #include "kernels/memory.h"
+#include "kernels/registrations.h"
 #include "topology/link_model.h"
 #include "topology/topology.h"
 #include "transports/transport.h"
@@ -55,6 +56,7 @@ struct ShortcutContext {
   const Health* health = nullptr;            ///< checked by every wait
   std::string who;                           ///< "comm 'x' rank 1/4 (pid 77)", for messages
   bool oversubscribed = false;               ///< more ranks than cores on this host: yield early when waiting
+  kernels::Registrations* registrations = nullptr;  ///< the communicator's registered buffers (may stay null)
 };
 
 /// One shortcut collective in flight on this rank. Never blocks.

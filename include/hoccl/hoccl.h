@@ -336,6 +336,20 @@ hocclResult_t hocclTest(hocclRequest_t request, int* done);
 /// operation's result (its message through hocclGetLastError). Honours HOCCL_TIMEOUT like every wait. hoccl extension.
 hocclResult_t hocclWait(hocclRequest_t request);
 
+/* ---- zero-copy on one host (issue 16) ---- */
+/// Allocates `size` bytes (0: one page) of page-aligned host memory that the other ranks of a communicator on the
+/// same host can map: collectives whose buffers come from here and are registered (hocclCommRegister) on every rank
+/// read and write each other's buffers directly. Free with hocclMemFree.
+hocclResult_t hocclMemAlloc(void** ptr, size_t size);
+/// Frees memory of hocclMemAlloc (NULL: nothing). hocclInvalidUsage, nothing freed, while a collective uses it.
+hocclResult_t hocclMemFree(void* ptr);
+/// Registers [buff, buff+size) with comm; *handle names the registration. Host memory only. Memory of hocclMemAlloc
+/// registered on every rank of a host is used in place by the shm transport; for other memory registration changes
+/// nothing about how data moves. Local: no other rank takes part.
+hocclResult_t hocclCommRegister(hocclComm_t comm, void* buff, size_t size, void** handle);
+/// Removes a registration of hocclCommRegister. hocclInvalidUsage, registration kept, while a collective uses it.
+hocclResult_t hocclCommDeregister(hocclComm_t comm, void* handle);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

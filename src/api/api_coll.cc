@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "api/guard.h"
+#include "comm/communicator.h"
 #include "comm/group.h"
 #include "comm/proxy.h"
 #include "comm/redop.h"
@@ -11,6 +12,8 @@
 #include "kernels/cuda/cuda_driver.h"
 #include "kernels/device/device.h"
 #include "kernels/memory.h"
+#include "kernels/registrations.h"
+#include "kernels/shared_mem.h"
 
 using namespace hoccl;
 using hoccl::api::guarded;
@@ -53,6 +56,21 @@ void checkType(hocclDataType_t dt) {
 // Where the buffers of a call live (each classified once): both of one kind, or one absent (null, or not used on this
 // rank). Mixed host and device buffers are refused naming the device one. Device memory needs a device in this
 // process (the CUDA driver sees device memory even when HOCCL_DEVICE=none).
+// The shared blocks and registrations a call's buffers lie in stay put until the op has run (Op::pins): freeing or
+// deregistering them meanwhile (from another thread, or inside a group) is hocclInvalidUsage, not a crash.
+struct CallPins {
+  CallPins(Communicator& c, const void* send, const void* recv)
+      : sendBlock(send), recvBlock(recv), sendReg(c.registrations(), send, 1), recvReg(c.registrations(), recv, 1) {}
+  kernels::SharedPin sendBlock, recvBlock;
+  kernels::Registrations::Pin sendReg, recvReg;
+};
+
+void pinBuffers(Op& o, Communicator& c) {
+  if (o.sendKind == kernels::MemoryKind::HostShared || o.recvKind == kernels::MemoryKind::HostShared ||
+      c.registrations().size() > 0)
+    o.pins = std::make_shared<CallPins>(c, o.sendbuf, o.recvbuf);
+}
+
 void classifyBuffers(Op& o, const void* sendbuff, const void* recvbuff) {
   o.sendKind = kernels::classify(sendbuff);
   o.recvKind = kernels::classify(recvbuff);
@@ -136,6 +154,7 @@ hocclResult_t collective(const char* fn, Coll coll, const void* sendbuff, void* 
     o.root = k.rooted ? root : 0;
     if (o.onDevice() && o.op >= hocclNumOps)
       if (auto pm = findPreMulSum(o.op)) o.premul = std::make_shared<const PreMulSumOp>(*pm);
+    pinBuffers(o, c);
     HOCCL_TRACE(kCall, "{}: {}", c.describe(), fn);
     enqueue(o);
     return hocclSuccess;
@@ -164,6 +183,7 @@ hocclResult_t pointToPoint(const char* fn, Op::Kind kind, const void* sendbuff, 
     o.count = count;
     o.dtype = dt;
     o.peer = peer;
+    pinBuffers(o, c);
     enqueue(o);
     return hocclSuccess;
   });

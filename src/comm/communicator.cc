@@ -90,6 +90,7 @@ Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::
   sc.health = &health_;
   sc.who = describe();
   sc.oversubscribed = oversubscribed_;
+  sc.registrations = &registrations_;
   for (size_t t = 0; t < transports_.size(); ++t) {
     const bool reachesAll = static_cast<int>(peersOf[t].size()) == nranks - 1;
     for (auto& s : transports_[t]->shortcuts(sc, reachesAll)) shortcuts_.push_back(std::move(s));

@@ -18,6 +18,7 @@
 #include "comm/flight_recorder.h"
 #include "hoccl/hoccl.h"
 #include "topology/topology.h"
+#include "kernels/registrations.h"
 #include "transports/shortcut.h"
 #include "transports/transport.h"
 
@@ -75,6 +76,8 @@ class Communicator {
   std::atomic<int> asyncError{hocclSuccess};
   /// Number of executor runs using this communicator right now (hocclCommAbort waits for them to leave).
   std::atomic<int> inFlight{0};
+  /// The buffers registered with this communicator (hocclCommRegister).
+  kernels::Registrations& registrations() { return registrations_; }
   /// The sequence number of the next collective call (counts every collective enqueued on this communicator; the
   /// same on every rank that makes the same calls), then advances it.
   uint64_t nextSeq() { return collSeq_++; }
@@ -94,6 +97,7 @@ class Communicator {
   topo::Topology topology_;
   std::vector<std::unique_ptr<transport::Transport>> transports_;
   std::map<int, std::unique_ptr<transport::Channel>> channels_;
+  kernels::Registrations registrations_;  // before the shortcuts, which use it
   transport::ConnectContext connectCtx_;  // kept: the shortcuts use it for the communicator's lifetime
   std::vector<std::unique_ptr<transport::Shortcut>> shortcuts_;
   std::vector<std::string> transportOfPeer_;

@@ -42,6 +42,9 @@ struct Op {
   std::shared_ptr<const PreMulSumOp> premul;
   void* stream = nullptr;  ///< the caller's stream (orders the op when its buffers are device memory)
   const char* label = nullptr;  ///< overrides the collective's name in messages ("AllGatherOverlap"); comm/overlap.h
+  /// Keeps the op's shared blocks (hocclMemAlloc) and registrations from being freed or deregistered while any copy
+  /// of the op lives (until it has run); null when its buffers are neither.
+  std::shared_ptr<void> pins;
   /// True for an op on device buffers: it is stream-ordered and runs on the communicator's proxy (comm/proxy.h).
   bool onDevice() const { return sendKind == kernels::MemoryKind::Device || recvKind == kernels::MemoryKind::Device; }
 };

@@ -1,7 +1,9 @@
 /// @file shim_mem.cc
-/// NCCL's memory calls for host memory: ncclMemAlloc/ncclMemFree hand out page-aligned host memory (when the
-/// process has no CUDA device); buffer and window registrations are records of a range that deregistration checks.
-/// hoccl's host transports need no pinning, so a registration changes nothing about how data moves.
+/// NCCL's memory calls for host memory: ncclMemAlloc/ncclMemFree are hocclMemAlloc/hocclMemFree (when the process
+/// has no CUDA device): page-aligned shared memory that the other ranks of the host can map. Buffer and window
+/// registrations are hocclCommRegister registrations (kept in the communicator's table, which the shm transport
+/// consults: memory of ncclMemAlloc registered on every rank of a host is read and written in place), plus a record
+/// here for the window calls; for other memory a registration changes nothing about how data moves.
 /// ncclWinGetUserPtr answers from the window's record.
 #include <unistd.h>
 
@@ -24,14 +26,14 @@ struct Registration {
   ncclComm_t comm;
   const void* base;
   size_t bytes;
-  bool window;  ///< made by ncclCommWindowRegister (else ncclCommRegister)
+  bool window;        ///< made by ncclCommWindowRegister (else ncclCommRegister)
+  void* hocclHandle;  ///< the communicator's registration (hocclCommRegister)
 };
 
 /// Registrations and ncclMemAlloc blocks of the process.
 struct Registry {
   std::mutex mu;
   std::map<const void*, std::unique_ptr<Registration>> regs;  ///< by handle
-  std::map<void*, size_t> blocks;                             ///< ncclMemAlloc blocks and their sizes
 };
 
 Registry& registry() {
@@ -47,7 +49,10 @@ void* registerRange(ncclComm_t comm, void* buff, size_t size, bool window) {
   }
   if (!buff && size > 0) throw hoccl::Error(hocclInvalidArgument, "buff is NULL but size is not 0");
   requireHostBuffer("buff", buff);
-  auto reg = std::make_unique<Registration>(Registration{comm, buff, size, window});
+  void* hh = nullptr;
+  if (const hocclResult_t rc = hocclCommRegister(h, buff, size, &hh); rc != hocclSuccess)
+    throw hoccl::Error(rc, hocclGetLastError(h));
+  auto reg = std::make_unique<Registration>(Registration{comm, buff, size, window, hh});
   void* handle = reg.get();
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
@@ -112,17 +117,9 @@ ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
           "CUDA path of hoccl is not built into this libnccl.so.2. Allocate with cudaMalloc, or use "
           "NVIDIA's libnccl.so.2.");
     }
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const size_t bytes = size == 0 ? page : (size + page - 1) / page * page;
-    if (bytes < size) throw hoccl::Error(hocclInvalidArgument, fmt::format("size {} is too large", size));
     void* p = nullptr;
-    if (const int err = posix_memalign(&p, page, bytes); err != 0) {
-      throw hoccl::Error(hocclSystemError,
-                         fmt::format("could not allocate {} bytes of host memory (errno {})", bytes, err));
-    }
-    Registry& r = registry();
-    std::lock_guard<std::mutex> lock(r.mu);
-    r.blocks.emplace(p, bytes);
+    if (const hocclResult_t rc = hocclMemAlloc(&p, size); rc != hocclSuccess)
+      throw hoccl::Error(rc, hocclGetLastError(nullptr));
     *ptr = p;
     return ncclSuccess;
   });
@@ -132,15 +129,8 @@ HOCCL_NCCL_WEAK_ALIAS(ncclMemAlloc)
 ncclResult_t pncclMemFree(void* ptr) {
   return guarded("ncclMemFree", [&] {
     if (!ptr) return ncclSuccess;
-    Registry& r = registry();
-    std::lock_guard<std::mutex> lock(r.mu);
-    auto it = r.blocks.find(ptr);
-    if (it == r.blocks.end()) {
-      throw hoccl::Error(hocclInvalidArgument,
-                         fmt::format("{} was not returned by ncclMemAlloc (or was freed already)", ptr));
-    }
-    r.blocks.erase(it);
-    std::free(ptr);
+    if (const hocclResult_t rc = hocclMemFree(ptr); rc != hocclSuccess)
+      throw hoccl::Error(rc, hocclGetLastError(nullptr));
     return ncclSuccess;
   });
 }

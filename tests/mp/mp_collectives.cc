@@ -5,7 +5,11 @@
 // With --device (and HOCCL_DEVICE=sim) every buffer of the matrix is device memory and every call is stream-ordered on
 // a stream of this rank: the results are read after hocclStreamSynchronize. tests/mp/mp_device.cc checks the ordering.
 //
-// Usage: mp_collectives --ranks N --transport shm|tcp|ucx [--large] [--device]
+// With --registered all|some every buffer of the matrix is hocclMemAlloc memory registered with the communicator (on
+// every rank, or on the even ranks only), and the test checks afterwards whether peers' blocks were mapped (zero
+// copy ran: all) or not (every rank fell back to the copy paths: some).
+//
+// Usage: mp_collectives --ranks N --transport shm|tcp|ucx [--large] [--device] [--registered all|some]
 //        mp_collectives --ranks N --transport shm|tcp|ucx --soak CALLS [--seed S]
 //            a soak instead: CALLS collectives of random kind, type, op, root and small count (0..4096 elements,
 //            in and out of place), the same sequence on every rank, each checked like the matrix (tools/soak runs it
@@ -13,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iterator>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -38,6 +43,7 @@ constexpr hocclRedOp_t kPreMulSum = hocclMaxRedOp;
 const hocclRedOp_t kOps[] = {hocclSum, hocclProd, hocclMax, hocclMin, hocclAvg, kPreMulSum};
 
 bool gDevice = false;             // --device: device buffers, stream-ordered calls
+int gRegistered = 0;              // --registered all|some: 1 every rank's buffers, 2 even ranks' only, from MemAlloc
 hocclStream_t gStream = nullptr;  // this rank's stream in device mode
 
 bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter; }
@@ -152,6 +158,19 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
   // Device mode: the same layout in device memory (guard bytes included), read back after the stream has run.
   void* dev1 = nullptr;
   void* dev2 = nullptr;
+  // Registered mode: the same layout in hocclMemAlloc memory registered with the communicator (by every rank, or by
+  // the even ranks only: the others then use ordinary memory, and every rank must fall back to the copy paths).
+  const bool registerHere = gRegistered == 1 || (gRegistered == 2 && rank % 2 == 0);
+  void* reg1 = nullptr;
+  void* reg2 = nullptr;
+  if (registerHere) {
+    MP_CHECK(rank, hocclMemAlloc(&dev1, buf1.size()));
+    MP_CHECK(rank, hocclMemAlloc(&dev2, buf2.size()));
+    std::memcpy(dev1, buf1.data(), buf1.size());
+    std::memcpy(dev2, buf2.data(), buf2.size());
+    MP_CHECK(rank, hocclCommRegister(comm, dev1, buf1.size(), &reg1));
+    MP_CHECK(rank, hocclCommRegister(comm, dev2, buf2.size(), &reg2));
+  }
   if (gDevice) {
     MP_CHECK(rank, hocclDeviceMalloc(&dev1, buf1.size()));
     MP_CHECK(rank, hocclDeviceMalloc(&dev2, buf2.size()));
@@ -159,7 +178,7 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
     MP_CHECK(rank, hocclDeviceMemcpy(dev2, buf2.data(), buf2.size()));
   }
   auto onDev = [&](const void* p) -> void* {
-    if (!gDevice) return const_cast<void*>(p);
+    if (!gDevice && !registerHere) return const_cast<void*>(p);
     const char* c = static_cast<const char*>(p);
     if (c >= buf1.data() && c <= buf1.data() + buf1.size()) return static_cast<char*>(dev1) + (c - buf1.data());
     return static_cast<char*>(dev2) + (c - buf2.data());
@@ -176,6 +195,14 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
     hocclDeviceMemcpy(buf2.data(), dev2, buf2.size());
     hocclDeviceFree(dev1);
     hocclDeviceFree(dev2);
+  }
+  if (registerHere) {
+    std::memcpy(buf1.data(), dev1, buf1.size());
+    std::memcpy(buf2.data(), dev2, buf2.size());
+    MP_CHECK(rank, hocclCommDeregister(comm, reg1));
+    MP_CHECK(rank, hocclCommDeregister(comm, reg2));
+    MP_CHECK(rank, hocclMemFree(dev1));
+    MP_CHECK(rank, hocclMemFree(dev2));
   }
   std::string what = std::string(sched::collName(c)) + " count=" + std::to_string(count) +
                      " type=" + kernels::typeName(dt) + " op=" + (op == kPreMulSum ? "premulsum" : std::to_string(op)) +
@@ -194,6 +221,19 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
     }
   }
   return bad;
+}
+
+// Shared blocks of hocclMemAlloc mapped in this process. Every block this process allocated is freed by then, so
+// what remains are the peers' blocks that the shm transport mapped (and caches).
+int peerBlocksMapped() {
+  std::FILE* f = std::fopen("/proc/self/maps", "r");
+  if (!f) return -1;
+  char line[4096];
+  int n = 0;
+  while (std::fgets(line, sizeof(line), f))
+    if (std::strstr(line, "/memfd:hoccl-mem-")) ++n;
+  std::fclose(f);
+  return n;
 }
 
 int collectivesMatrix(hocclComm_t comm, int rank, int n, bool large) {
@@ -376,6 +416,7 @@ int main(int argc, char** argv) {
     else if (a == "--transport" && i + 1 < argc) transport = argv[++i];
     else if (a == "--large") large = true;
     else if (a == "--device") gDevice = true;
+    else if (a == "--registered" && i + 1 < argc) gRegistered = std::string(argv[++i]) == "some" ? 2 : 1;
   }
   // tcp and ucx carry every peer (shm off); ucx runs over the wires UCX_TLS names.
   if (transport == "tcp" || transport == "ucx") setenv("HOCCL_SHM_DISABLE", "1", 1);
@@ -408,6 +449,16 @@ int main(int argc, char** argv) {
     if (gDevice) MP_CHECK(rank, hocclStreamCreate(&gStream));
     int bad = collectivesMatrix(comm, rank, n, large);
     if (bad) return fail(rank, std::to_string(bad) + " wrong elements in the collectives matrix");
+    if (gRegistered) {  // which path ran: peers' blocks stay mapped here (cached) only when zero copy ran
+      const int mapped = peerBlocksMapped();
+      if (gRegistered == 1 && n > 1 && mapped == 0)
+        return fail(rank, "every rank registered its buffers, but no peer's block was ever mapped: zero copy never ran");
+      if (gRegistered == 2 && mapped != 0)
+        return fail(rank, "only some ranks registered, yet " + std::to_string(mapped) +
+                              " peer blocks are mapped: zero copy ran where it must fall back");
+      MP_CHECK(rank, hocclCommDestroy(comm));
+      return 0;
+    }
     if (gDevice) {  // the host-buffer parts below are the host tests' business
       MP_CHECK(rank, hocclStreamDestroy(gStream));
       MP_CHECK(rank, hocclCommFinalize(comm));

@@ -45,6 +45,7 @@
 #include "kernels/cpu/reduce.h"
 #include "topology/link_model.h"
 #include "topology/topology.h"
+#include "transports/shm/shm_peer_maps.h"
 #include "transports/shm/shm_session.h"
 #include "transports/shm/shm_single_copy.h"
 #include "transports/shm/shm_small.h"
@@ -994,9 +995,10 @@ TEST_CASE("mismatched calls where a rank waits for nobody (known gap: that rank 
 namespace {
 
 /// What SingleCopyOp publishes in its address round (shm_single_copy.cc, Buffers; private there, so its layout is
-/// repeated here — the control case below proves it matches).
+/// repeated here — the control case below proves it matches). The shared descriptors stay "not registered" (fd -1).
 struct PublishedBuffers {
   uint64_t send, recv, sendBytes, recvBytes;
+  shm::SharedDesc sendShared, recvShared;
 };
 
 }  // namespace

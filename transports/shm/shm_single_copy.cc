@@ -33,21 +33,40 @@
 
 #include "base/error.h"
 #include "base/params.h"
+#include "kernels/shared_mem.h"
 #include "transports/shm/shm_small.h"
+#include "transports/shm/shm_zero_copy.h"
 
 namespace hoccl::transport::shm {
 namespace {
 
 constexpr size_t kPiece = 256 << 10;  // bytes reduced per pull: stays in L2 between the pull and the reduction
 
-/// What each rank publishes in the address round.
+/// What each rank publishes in the address round. The shared descriptors travel only when the arena's payload
+/// holds them (kFullBuffers); otherwise every rank publishes the first kBasicBuffers bytes and zero copy is off.
 struct Buffers {
-  uint64_t send;       ///< address of the input (0 when the rank has none)
-  uint64_t recv;       ///< address of the output
-  uint64_t sendBytes;  ///< its length
-  uint64_t recvBytes;  ///< its length
+  uint64_t send;          ///< address of the input (0 when the rank has none)
+  uint64_t recv;          ///< address of the output
+  uint64_t sendBytes;     ///< its length
+  uint64_t recvBytes;     ///< its length
+  SharedDesc sendShared;  ///< where the input lies in shared memory, when it is registered (fd -1: not)
+  SharedDesc recvShared;  ///< same for the output
 };
-static_assert(sizeof(Buffers) <= kArenaInlineBytes, "the address round fits in the line");
+constexpr size_t kBasicBuffers = 4 * sizeof(uint64_t);
+constexpr size_t kFullBuffers = sizeof(Buffers);
+static_assert(kBasicBuffers <= kArenaInlineBytes, "the basic address round fits in the line");
+
+// The descriptor of [ptr, ptr+bytes) when it is registered with the communicator and lies in shared memory.
+SharedDesc describeShared(const kernels::Registrations* regs, const void* ptr, size_t bytes) {
+  SharedDesc d;
+  kernels::SharedRef ref;
+  if (!ptr || !regs || !regs->covers(ptr, bytes) || !kernels::findShared(ptr, bytes, &ref)) return d;
+  d.fd = ref.fd;
+  d.inode = ref.inode;
+  d.fileBytes = ref.fileBytes;
+  d.offset = ref.offset;
+  return d;
+}
 
 size_t elemSize(const CollCall& c) { return kernels::typeSize(c.dtype); }
 
@@ -55,20 +74,26 @@ size_t blockBegin(size_t count, int q, int p) { return count * static_cast<size_
 
 class SingleCopyOp final : public ShortcutOp {
  public:
-  SingleCopyOp(ArenaSession& s, const CollCall& call) : s_(s), call_(call) {}
+  // The call's blocks and registrations are pinned by the caller (the C edge) until the op is over.
+  SingleCopyOp(ArenaSession& s, PeerMaps& maps, const CollCall& call) : s_(s), maps_(maps), call_(call) {}
   bool poll() override;
   std::string missing() const override { return exchange_ ? exchange_->missing() : "nobody"; }
 
  private:
+  size_t publishedBytes() const { return s_.arena().maxBytes() >= kFullBuffers ? kFullBuffers : kBasicBuffers; }
   void checkRanges() const;
   void requireInside(int peer, bool recv, size_t offset, size_t bytes) const;
   void crossCopy(int peer, char* local, const char* remote, size_t bytes, bool push) const;
   [[noreturn]] void copyFailed(int peer, const char* how, int err) const;
   void copyPhase();
   void reducePhase();
+  bool allRegistered() const;
+  void zeroCopyPhase();
 
   ArenaSession& s_;
+  PeerMaps& maps_;
   CollCall call_;
+  Buffers mine_{};       // published from here (it may not fit in the line)
   bool copied_ = false;  // this rank's copies are done (the closing round runs)
   std::unique_ptr<Exchange> exchange_;
   std::vector<Buffers> peer_;  // every rank's buffers, from the address round
@@ -76,17 +101,24 @@ class SingleCopyOp final : public ShortcutOp {
 
 bool SingleCopyOp::poll() {
   const int n = s_.nranks();
-  if (!exchange_) {  // round 1: swap addresses and sizes
-    const Buffers mine{reinterpret_cast<uint64_t>(call_.sendbuf), reinterpret_cast<uint64_t>(call_.recvbuf),
-                       call_.sendbuf ? inputBytes(call_, n) : 0, outputBytes(call_, n)};
-    exchange_ = std::make_unique<Exchange>(s_, call_, Protocol::CopyAddresses, &mine, sizeof(mine), true);
+  if (!exchange_) {  // round 1: swap addresses and sizes (and where registered buffers lie in shared memory)
+    const size_t in = call_.sendbuf ? inputBytes(call_, n) : 0, out = outputBytes(call_, n);
+    mine_ = Buffers{reinterpret_cast<uint64_t>(call_.sendbuf),
+                    reinterpret_cast<uint64_t>(call_.recvbuf),
+                    in,
+                    out,
+                    describeShared(s_.ctx().registrations, call_.sendbuf, in),
+                    describeShared(s_.ctx().registrations, call_.recvbuf, out)};
+    exchange_ = std::make_unique<Exchange>(s_, call_, Protocol::CopyAddresses, &mine_, publishedBytes(), true);
   }
   if (!exchange_->poll()) return false;
   if (copied_) return true;  // round 2 is over: nobody touches this rank's buffers any more
-  peer_.resize(n);
-  for (int r = 0; r < n; ++r) std::memcpy(&peer_[r], exchange_->payloadOf(r), sizeof(Buffers));
+  peer_.assign(n, Buffers{});
+  for (int r = 0; r < n; ++r) std::memcpy(&peer_[r], exchange_->payloadOf(r), publishedBytes());
   checkRanges();
-  if (call_.coll == Coll::AllReduce || call_.coll == Coll::ReduceScatter) reducePhase();
+  // Every rank sees the same published descriptors, so every rank takes the same path.
+  if (allRegistered()) zeroCopyPhase();
+  else if (call_.coll == Coll::AllReduce || call_.coll == Coll::ReduceScatter) reducePhase();
   else copyPhase();
   copied_ = true;
   exchange_ = std::make_unique<Exchange>(s_, call_, Protocol::CopyDone, nullptr, 0, true);  // round 2
@@ -128,6 +160,53 @@ void SingleCopyOp::checkRanges() const {
         }
         break;
       default: throwInternalError("single copy given a collective it does not implement");
+    }
+  }
+}
+
+bool SingleCopyOp::allRegistered() const {
+  if (publishedBytes() < kFullBuffers) return false;
+  for (const Buffers& b : peer_)
+    if ((b.send && b.sendShared.fd < 0) || b.recvShared.fd < 0) return false;
+  return true;
+}
+
+void SingleCopyOp::zeroCopyPhase() {
+  const int me = s_.rank(), p = s_.nranks();
+  MappedBuffers mb;
+  mb.send.resize(p);
+  mb.recv.resize(p);
+  const std::string& who = s_.ctx().who;
+  for (int q = 0; q < p; ++q) {
+    const Buffers& b = peer_[q];
+    if (q == me) {
+      mb.send[q] = static_cast<const char*>(call_.sendbuf);
+      mb.recv[q] = static_cast<char*>(call_.recvbuf);
+      continue;
+    }
+    // Only what this rank will touch (the ranges were checked against the published sizes).
+    const bool readsInput = call_.coll != Coll::Broadcast || q == call_.root;
+    const bool writesOutput = call_.coll == Coll::AllReduce;
+    if (readsInput && b.send) mb.send[q] = maps_.map(q, b.sendShared, b.send, b.sendBytes, who);
+    if (writesOutput) mb.recv[q] = maps_.map(q, b.recvShared, b.recv, b.recvBytes, who);
+  }
+  zeroCopyRun(call_, me, p, mb);
+  const size_t elem = elemSize(call_), bytes = call_.count * elem;
+  for (int q = 0; q < p; ++q) {  // the bytes each pair moved, as the cross-memory paths count them
+    if (q == me) continue;
+    switch (call_.coll) {
+      case Coll::AllReduce: {
+        const size_t mineB = (blockBegin(call_.count, me + 1, p) - blockBegin(call_.count, me, p)) * elem;
+        const size_t theirs = (blockBegin(call_.count, q + 1, p) - blockBegin(call_.count, q, p)) * elem;
+        s_.count(q, mineB + theirs, mineB + theirs);
+        break;
+      }
+      case Coll::ReduceScatter:
+      case Coll::AllGather: s_.count(q, bytes, bytes); break;
+      default:
+        if (me == call_.root) s_.count(q, bytes, 0);
+        else if (q == call_.root) s_.count(q, 0, bytes);
+        break;
     }
   }
 }
@@ -241,8 +320,8 @@ void SingleCopyOp::copyPhase() {
 }  // namespace
 
 SingleCopyShortcut::SingleCopyShortcut(std::shared_ptr<ArenaSession> session)
-    : session_(std::move(session)), userThreshold_(params::CMA_MIN_BYTES.isSet()),
-      minBytes_(static_cast<size_t>(params::CMA_MIN_BYTES.get())) {}
+    : session_(std::move(session)), maps_(std::make_unique<PeerMaps>(*session_->ctx().connect)),
+      userThreshold_(params::CMA_MIN_BYTES.isSet()), minBytes_(static_cast<size_t>(params::CMA_MIN_BYTES.get())) {}
 
 bool SingleCopyShortcut::canRun(const CollCall& call) const {
   switch (call.coll) {
@@ -285,7 +364,7 @@ double SingleCopyShortcut::predictSeconds(const CollCall& call, const topo::Link
 }
 
 std::unique_ptr<ShortcutOp> SingleCopyShortcut::start(const CollCall& call) {
-  return std::make_unique<SingleCopyOp>(*session_, call);
+  return std::make_unique<SingleCopyOp>(*session_, *maps_, call);
 }
 
 }  // namespace hoccl::transport::shm

@@ -4,6 +4,10 @@
 /// (Linux cross-memory attach), so a byte crosses memory once instead of twice (into a slot, out of it). See
 /// shm_single_copy.cc for each collective's plan.
 ///
+/// When every rank's buffers are registered memory of hocclMemAlloc (the address round carries where they lie in
+/// shared memory, so every rank sees the same and takes the same path), the copies run over mappings of the peers'
+/// buffers instead (shm_zero_copy.h): plain loads and stores, no system call.
+///
 /// Operating range: all-reduce, all-gather, reduce-scatter and broadcast with a built-in op, host memory, when every
 /// pair of ranks may read each other's memory (probed once at init), from a message size that is the measured
 /// crossover against the slot schedules: HOCCL_CMA_MIN_BYTES when set (0 turns the shortcut off), else all-gather
@@ -12,6 +16,7 @@
 
 #include <memory>
 
+#include "transports/shm/shm_peer_maps.h"
 #include "transports/shm/shm_session.h"
 #include "transports/shortcut.h"
 
@@ -33,7 +38,8 @@ class SingleCopyShortcut final : public Shortcut {
 
  private:
   std::shared_ptr<ArenaSession> session_;
-  bool userThreshold_;  // HOCCL_CMA_MIN_BYTES was set: it applies to every collective
+  std::unique_ptr<PeerMaps> maps_;  // the peers' registered buffers mapped here, cached per (peer, block)
+  bool userThreshold_;              // HOCCL_CMA_MIN_BYTES was set: it applies to every collective
   size_t minBytes_;
 };
 

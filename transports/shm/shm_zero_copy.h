@@ -1,0 +1,29 @@
+/// @file shm_zero_copy.h
+/// The copies of the single-copy collectives (shm_single_copy.h) when every rank's buffers are registered memory of
+/// hocclMemAlloc (kernels/shared_mem.h, kernels/registrations.h): every rank maps its peers' buffers
+/// (shm_peer_maps.h) and reads and writes them with plain loads and stores, no system call and no bounce buffer.
+///   all-reduce      rank r reduces block r of every rank's input (its own first) into its own output, a piece at a
+///                   time, and copies the finished piece, still in cache, into every peer's output;
+///   reduce-scatter  rank r reduces its output block from every rank's input;
+///   all-gather      rank r copies every rank's input straight into its output;
+///   broadcast       every receiver copies the root's input into its output.
+/// Every byte is read from its source once and written to its destination once. The caller has checked the ranges
+/// against what every peer published and runs the closing round afterwards.
+#pragma once
+
+#include <vector>
+
+#include "transports/shortcut.h"
+
+namespace hoccl::transport::shm {
+
+/// Every rank's buffers as addresses in this process (this rank's own, and the peers' mappings).
+struct MappedBuffers {
+  std::vector<const char*> send;  ///< input of rank q
+  std::vector<char*> recv;        ///< output of rank q
+};
+
+/// Runs this rank's share of `call` on rank `me` of `p` over the mapped buffers.
+void zeroCopyRun(const CollCall& call, int me, int p, const MappedBuffers& b);
+
+}  // namespace hoccl::transport::shm
