@@ -1,11 +1,12 @@
 // One process of the scaling benchmark (tools/bench/scale): runs THREADS ranks as threads, ranks BASE .. BASE+THREADS-1
 // of NRANKS, bootstrapped through HOCCL_COMM_ID / HOCCL_AUTH_TOKEN (rank 0 serves the root). Each rank times its
-// init, its first and its tenth all-reduce of COUNT floats (checked against the closed-form sum); once every rank of
+// init, its first and its last (by default the tenth) all-reduce of COUNT floats (checked against the closed-form sum); once every rank of
 // the process has finished its calls, the process counts its open descriptors and reads its resident memory, and
 // prints one JSON line: the slowest rank's times, and the descriptors and memory the communicators added (measured
 // against the same process before any init).
 #include <dirent.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -65,12 +66,14 @@ class Latch {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: scale_rank THREADS BASE NRANKS COUNT (HOCCL_COMM_ID, HOCCL_AUTH_TOKEN set)\n");
+  if (argc != 5 && argc != 6) {
+    std::fprintf(stderr,
+                 "usage: scale_rank THREADS BASE NRANKS COUNT [CALLS=10] (HOCCL_COMM_ID, HOCCL_AUTH_TOKEN set)\n");
     return 2;
   }
   const int threads = std::atoi(argv[1]), base = std::atoi(argv[2]), nranks = std::atoi(argv[3]);
   const size_t count = std::strtoull(argv[4], nullptr, 10);
+  const int calls = argc == 6 ? std::max(1, std::atoi(argv[5])) : 10;
   const int fds0 = openFds();
   const long rss0 = rssKb();
   std::vector<double> init(threads), first(threads), tenth(threads);
@@ -93,7 +96,7 @@ int main(int argc, char** argv) {
       }
       std::vector<float> buf(count);
       bool good = true;
-      for (int i = 0; i < 10; ++i) {
+      for (int i = 0; i < calls; ++i) {
         for (size_t k = 0; k < count; ++k) buf[k] = static_cast<float>(rank % 7 + k % 3);
         double s = now();
         r = hocclAllReduce(buf.data(), buf.data(), count, hocclFloat, hocclSum, comm, nullptr);
@@ -103,7 +106,7 @@ int main(int argc, char** argv) {
           std::_Exit(1);
         }
         if (i == 0) first[t] = e;
-        if (i == 9) tenth[t] = e;
+        if (i == calls - 1) tenth[t] = e;
         double sum7 = 0;
         for (int q = 0; q < nranks; ++q) sum7 += q % 7;
         for (size_t k = 0; k < count; ++k) good &= buf[k] == static_cast<float>(sum7 + double(k % 3) * nranks);
