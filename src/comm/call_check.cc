@@ -267,6 +267,10 @@ void checkCall(const Op& op) {
 exec::Task checkTask(const Op& op) {
   exec::Task t;
   t.comm = op.comm;
+  if (op.comm->lazy()) {  // the ring neighbours, connected by the executor with the other tasks' peers (a group)
+    const int n = op.comm->nranks(), r = op.comm->rank();
+    t.peers = {(r + 1) % n, (r + n - 1) % n};
+  }
   auto state = std::make_shared<CheckState>();
   t.poll = [state, opp = &op] {  // the op outlives the run
     if (!state->posted) post(*state, *opp);

@@ -131,6 +131,8 @@ void unconnectedPeers(const Cursor& c, std::vector<int>& missing) {
   missing.clear();
   if (!comm.lazy()) return;
   for (const Task* t : c.tasks) {
+    for (int p : t->peers)
+      if (!comm.connected(p) && std::find(missing.begin(), missing.end(), p) == missing.end()) missing.push_back(p);
     if (!t->schedule) continue;
     for (const sched::Step& step : t->schedule->steps)
       for (const sched::Prim& p : step.prims) {

@@ -35,6 +35,7 @@ struct Task {
   std::function<std::string()> what;        ///< "AllReduce(count=.., float, sum) [ring]", built only for messages
   std::function<void()> before;  ///< runs just before the first step (e.g. PreMulSum input scaling), may be empty
   std::function<void()> after;   ///< runs right after the last step (e.g. Avg division), may be empty
+  std::vector<int> peers;        ///< with poll, lazy connections: peers it uses, connected before the run starts
 };
 
 /// Runs every task to completion. Throws hoccl::Error naming the rank, the operation, the step and the peer on a
