@@ -65,6 +65,11 @@
          "The network transport for peers that shared memory does not reach (all peers with SHM_DISABLE=1): tcp, "     \
          "ucx (when built with UCX) or ib (ibverbs, when built), case-insensitive, socket = tcp; unset: ibverbs where " \
          "both ranks have an RDMA port, else tcp. An unknown or missing one fails init listing what the build has")    \
+  /* scale (issue 19): lazy connections */                                                                          \
+  STRING(CONNECT, "lazy",                                                                                             \
+         "When a rank connects to its peers: lazy = the first time a call needs the peer (a ring touches 2), eager = " \
+         "every peer at init. Every rank of a job must use the same. Transports that cannot connect lazily (ucx, ib) " \
+         "connect at init either way")                                                                                 \
   /* RDMA verbs transport (transports/ibverbs) */                                                                      \
   INT(IB_DISABLE, 0, 0, 1,                                                                                             \
       "1 turns the ibverbs (RDMA) transport off; without it, or without a usable RDMA device, peers on other hosts "   \

@@ -1,6 +1,11 @@
-// Defaults of the transport interface: a channel with nothing to wait on just sleeps; a transport offers no shortcuts.
+// Defaults of the transport interface: a channel with nothing to wait on just sleeps; a transport offers no shortcuts
+// and connects eagerly.
 #include <chrono>
 #include <thread>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
 
 #include "transports/shortcut.h"
 #include "transports/transport.h"
@@ -12,5 +17,11 @@ void Channel::waitForActivity(int timeoutMicros) {
 }
 
 std::vector<std::unique_ptr<Shortcut>> Transport::shortcuts(const ShortcutContext&, bool) { return {}; }
+
+void Transport::prepare(const ConnectContext&, const std::vector<int>&) {}
+
+std::map<int, std::unique_ptr<Channel>> Transport::connectPeers(const ConnectContext& ctx, const std::vector<int>&) {
+  throwInternalError(fmt::format("{}: rank {}: this transport does not connect lazily", name(), ctx.rank));
+}
 
 }  // namespace hoccl::transport

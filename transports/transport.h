@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/boot/bootstrap.h"
+#include "base/health.h"
 
 namespace hoccl::transport {
 
@@ -54,6 +55,7 @@ struct ConnectContext {
   int nranks = 1;                        ///< ranks in the communicator
   std::vector<boot::RankInfo> peers;     ///< one per rank (host id, pid, ...)
   std::string jobTag;                    ///< unique per communicator; use it in shared-memory names
+  const Health* health = nullptr;        ///< the communicator's (abort, recorded failure): lazy connects check it
 };
 
 struct ShortcutContext;
@@ -74,6 +76,20 @@ class Transport {
   /// Connects to every peer in `peers` (those this transport was chosen for). Collective: every rank of the
   /// communicator calls it, in the same order across transports, even with an empty list.
   virtual std::map<int, std::unique_ptr<Channel>> connect(const ConnectContext& ctx, const std::vector<int>& peers) = 0;
+  /// Whether this transport connects lazily (HOCCL_CONNECT=lazy): prepare() at init, then connectPeers() the first
+  /// time a call needs a peer. Default false: the communicator connects its peers at init with connect().
+  virtual bool connectsLazily() const { return false; }
+  /// Lazy connections, at init: publishes what a peer needs to connect to this rank later (e.g. a listener's
+  /// address) for `peers` (those this transport was chosen for). Collective like connect(). Default: nothing.
+  virtual void prepare(const ConnectContext& ctx, const std::vector<int>& peers);
+  /// Lazy connections: connects to `peers` (a subset of those given to prepare(), none connected yet). Not
+  /// collective: each of these peers calls it too, with this rank in its list, for the same call of the
+  /// communicator (the calls and their schedules match on every rank). It starts every connection in a way that
+  /// needs nothing from the peer before it waits for any, so ranks that need each other in different orders do not
+  /// deadlock. Fails with hocclRemoteError naming a peer that died or stays silent (HOCCL_TIMEOUT), or with the
+  /// communicator's recorded failure (the bootstrap's verdict). Default: hocclInternalError.
+  virtual std::map<int, std::unique_ptr<Channel>> connectPeers(const ConnectContext& ctx,
+                                                               const std::vector<int>& peers);
   /// The collective shortcuts (transports/shortcut.h) this transport offers on the communicator; `reachesAll` says
   /// whether it was chosen for every peer (the same on every rank). Collective: every rank calls it after connect,
   /// in transport order. Default: none.

@@ -8,6 +8,11 @@
  * difference and fails with the same list of calls; nothing else was sent, so the channels stay in step. The
  * bytes are not counted in the communicator's byte counters (they are control traffic, not the call's payload).
  *
+ * With lazy connections (HOCCL_CONNECT=lazy) the fingerprints go round a ring instead (rank r sends to r+1 and
+ * receives from r-1, n-1 steps, each forwarding the fingerprint received in the step before), so that the check
+ * connects only the two ring neighbours rather than every peer; every rank still ends with every fingerprint. A
+ * silent rank stalls its successor directly and the others through the chain; the root's verdict names it.
+ *
  * Cost: one round of 64-byte messages with each peer (the channels' small-message latency); measured against the
  * calls in docs/performance.md ("Mismatch check and flight recorder"), which is where kCheckMinBytes comes from.
  */
@@ -61,6 +66,8 @@ struct CheckState {
   std::vector<CallFingerprint> all;  // one per rank (all[rank] = mine)
   std::vector<transport::Channel*> channels;
   bool posted = false;
+  bool ring = false;  // lazy connections: n-1 steps round the ring (channels = {next, previous})
+  int step = 0;       // ring: the step posted last
 };
 
 CallFingerprint fingerprintOf(const std::vector<const Op*>& colls) {
@@ -112,12 +119,36 @@ std::string joinRanks(const std::vector<int>& ranks) {
                           c.comm->describe(), list));
 }
 
+// Ring step k: send the fingerprint of rank r-k to the next rank, receive that of rank r-k-1 from the previous one.
+void postRingStep(CheckState& c) {
+  const int n = c.comm->nranks(), r = c.comm->rank();
+  c.channels[0]->postSend(&c.all[static_cast<size_t>((r - c.step + n) % n)], sizeof(CallFingerprint));
+  transport::RecvTarget target;
+  target.direct = &c.all[static_cast<size_t>((r - c.step - 1 + 2 * n) % n)];
+  c.channels[1]->postRecv(sizeof(CallFingerprint), std::move(target));
+}
+
 void post(CheckState& c, const Op& op) {
   Communicator& comm = *op.comm;
   c.comm = &comm;
   c.mine = fingerprintOf({&op});
   c.all.assign(static_cast<size_t>(comm.nranks()), CallFingerprint{});
   c.all[static_cast<size_t>(comm.rank())] = c.mine;
+  if (comm.lazy()) {
+    const int n = comm.nranks(), next = (comm.rank() + 1) % n, prev = (comm.rank() + n - 1) % n;
+    try {
+      comm.connect({next, prev});
+    } catch (const Error& e) {
+      throw Error(e.code(), fmt::format("{}: the mismatch check of {} failed: {}", comm.describe(),
+                                        describeFingerprint(c.mine), e.what()));
+    }
+    c.ring = true;
+    c.step = 0;
+    c.channels = {&comm.channel(next), &comm.channel(prev)};
+    postRingStep(c);
+    c.posted = true;
+    return;
+  }
   for (int p = 0; p < comm.nranks(); ++p) {
     if (p == comm.rank()) continue;
     transport::Channel& ch = comm.channel(p);
@@ -147,6 +178,12 @@ bool progress(CheckState& c, bool& moved) {
     pending |= ch->pending() > 0;
   }
   if (pending) return false;
+  if (c.ring && c.step + 2 < c.comm->nranks()) {  // steps 0 .. n-2
+    ++c.step;
+    postRingStep(c);
+    moved = true;
+    return false;
+  }
   for (const CallFingerprint& f : c.all)
     if (!same(f, c.mine)) throwDifference(c);
   return true;
@@ -241,6 +278,10 @@ void checkCall(const Op& op) {
 exec::Task checkTask(const Op& op) {
   exec::Task t;
   t.comm = op.comm;
+  if (op.comm->lazy()) {  // the ring neighbours, connected by the executor with the other tasks' peers (a group)
+    const int n = op.comm->nranks(), r = op.comm->rank();
+    t.peers = {(r + 1) % n, (r + n - 1) % n};
+  }
   auto state = std::make_shared<CheckState>();
   t.poll = [state, opp = &op] {  // the op outlives the run
     if (!state->posted) post(*state, *opp);

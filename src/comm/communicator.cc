@@ -1,4 +1,8 @@
-// Communicator set-up: bootstrap, topology, one channel per peer from the first transport that reaches it.
+// Communicator set-up: bootstrap, topology, one channel per peer from the first transport that reaches it. Eager
+// (HOCCL_CONNECT=eager): every peer is connected at init, collectively. Lazy (the default): at init each transport only
+// publishes what its peers need to reach this rank later (prepare); a peer is connected the first time a call needs it
+// (connect(), from the executor with every peer of the call's schedules at once, so that a transport can start every
+// connection before it waits for any).
 #include "comm/communicator.h"
 
 #include <fmt/format.h>
@@ -70,6 +74,7 @@ Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::
   ctx.rank = rank;
   ctx.nranks = nranks;
   ctx.peers = bootstrap_->ranks();
+  ctx.health = &health_;
   ctx.jobTag = fmt::format("{:016x}-{}", bootstrap_->commTag(), ctx.peers[0].pid);
   recorder_ = std::make_unique<FlightRecorder>(static_cast<size_t>(params::TRACE_SIZE.get()), ctx.jobTag, name_, rank,
                                                nranks);
@@ -78,9 +83,23 @@ Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::
   transport::PeerPlan plan = transport::assignPeers(transports_, ctx);
   transportOfPeer_ = plan.transportOf;
   const std::vector<std::vector<int>>& peersOf = plan.peersOf;
+  const std::string mode = params::CONNECT.get();
+  if (mode != "lazy" && mode != "eager")
+    throwInvalidArgument(fmt::format("HOCCL_CONNECT={}: expected lazy or eager", mode));
+  lazy_ = mode == "lazy";
+  channels_.resize(static_cast<size_t>(nranks));
+  transportIndexOf_.assign(static_cast<size_t>(nranks), -1);
   for (size_t t = 0; t < transports_.size(); ++t) {
+    for (int p : peersOf[t]) transportIndexOf_[static_cast<size_t>(p)] = static_cast<int>(t);
+    if (lazy_ && transports_[t]->connectsLazily()) {
+      transports_[t]->prepare(ctx, peersOf[t]);
+      continue;
+    }
     auto channels = transports_[t]->connect(ctx, peersOf[t]);
-    for (auto& [peer, ch] : channels) channels_[peer] = std::move(ch);
+    for (auto& [peer, ch] : channels) {
+      channels_[static_cast<size_t>(peer)] = std::move(ch);
+      ++connectedCount_;
+    }
   }
   // The transports' collective shortcuts (every rank asks every transport, in the same order).
   transport::ShortcutContext sc;
@@ -107,10 +126,44 @@ Proxy& Communicator::proxy() {
   return *proxy_;
 }
 
-transport::Channel& Communicator::channel(int peer) {
-  auto it = channels_.find(peer);
-  if (it == channels_.end()) throwInternalError(fmt::format("{}: no channel to rank {}", describe(), peer));
-  return *it->second;
+void Communicator::noChannel(int peer) const {
+  throwInternalError(
+      fmt::format("{}: no channel to rank {} (not connected: a call used a peer it did not connect "
+                  "first; HOCCL_CONNECT=eager connects every peer at init)",
+                  describe(), peer));
+}
+
+void Communicator::connect(const std::vector<int>& peers) {
+  std::vector<std::vector<int>> byTransport(transports_.size());
+  bool any = false;
+  for (int p : peers) {
+    if (p < 0 || p >= nranks_)
+      throwInternalError(fmt::format("{}: asked to connect to rank {}, out of range", describe(), p));
+    const int t = transportIndexOf_[static_cast<size_t>(p)];
+    if (t < 0 || channels_[static_cast<size_t>(p)]) continue;
+    std::vector<int>& list = byTransport[static_cast<size_t>(t)];
+    if (std::find(list.begin(), list.end(), p) == list.end()) list.push_back(p);
+    any = true;
+  }
+  if (!any) return;
+  // Transport by transport, in priority order (every rank does the same), peers ascending.
+  for (size_t t = 0; t < transports_.size(); ++t) {
+    std::vector<int>& list = byTransport[t];
+    if (list.empty()) continue;
+    std::sort(list.begin(), list.end());
+    auto channels = transports_[t]->connectPeers(connectCtx_, list);
+    for (auto& [peer, ch] : channels) {
+      if (channels_[static_cast<size_t>(peer)]) continue;
+      channels_[static_cast<size_t>(peer)] = std::move(ch);
+      ++connectedCount_;
+    }
+    for (int p : list)
+      if (!channels_[static_cast<size_t>(p)])
+        throwInternalError(
+            fmt::format("{}: the {} transport did not connect rank {}", describe(), transports_[t]->name(), p));
+    HOCCL_INFO(kInit, "{}: connected {} more peer(s) over {} ({} in all)", describe(), list.size(),
+               transports_[t]->name(), connectedCount_);
+  }
 }
 
 const std::string& Communicator::transportName(int peer) const { return transportOfPeer_.at(peer); }

@@ -46,8 +46,23 @@ class Communicator {
   const topo::Topology& topology() const { return topology_; }
   /// The bootstrap (for CommSplit and transports).
   boot::Bootstrap& bootstrap() { return *bootstrap_; }
-  /// The channel to peer (never null for peer != rank).
-  transport::Channel& channel(int peer);
+  /// The channel to peer; it must be connected (connect()): an unconnected peer is hocclInternalError.
+  transport::Channel& channel(int peer) {
+    transport::Channel* ch = peer >= 0 && peer < nranks_ ? channels_[static_cast<size_t>(peer)].get() : nullptr;
+    if (!ch) noChannel(peer);
+    return *ch;
+  }
+  /// Whether a channel to peer exists.
+  bool connected(int peer) const { return channels_[static_cast<size_t>(peer)] != nullptr; }
+  /// Connects to every peer of `peers` not connected yet (duplicates and this rank are skipped), each through the
+  /// transport chosen for it at init. Not collective: every listed peer must make the same call with this rank in
+  /// its list (the peers of one call's schedules are symmetric). Nothing to do in eager mode (HOCCL_CONNECT=eager),
+  /// where every peer was connected at init. Throws hocclRemoteError naming a peer that died or stayed silent.
+  void connect(const std::vector<int>& peers);
+  /// True when peers are connected on first use (HOCCL_CONNECT=lazy, the default).
+  bool lazy() const { return lazy_; }
+  /// Number of peers with a channel now.
+  int connectedPeers() const { return connectedCount_; }
   /// True when this host runs more ranks of this communicator than it has CPUs (waits then yield instead of
   /// sleeping or spinning).
   bool oversubscribed() const { return oversubscribed_; }
@@ -96,8 +111,12 @@ class Communicator {
   std::unique_ptr<boot::Bootstrap> bootstrap_;
   topo::Topology topology_;
   std::vector<std::unique_ptr<transport::Transport>> transports_;
-  std::map<int, std::unique_ptr<transport::Channel>> channels_;
+  [[noreturn]] void noChannel(int peer) const;
   kernels::Registrations registrations_;  // before the shortcuts, which use it
+  std::vector<std::unique_ptr<transport::Channel>> channels_;  // by rank; null until connected
+  std::vector<int> transportIndexOf_;                          // by rank: index in transports_ (-1: this rank)
+  bool lazy_ = false;
+  int connectedCount_ = 0;
   transport::ConnectContext connectCtx_;  // kept: the shortcuts use it for the communicator's lifetime
   std::vector<std::unique_ptr<transport::Shortcut>> shortcuts_;
   std::vector<std::string> transportOfPeer_;

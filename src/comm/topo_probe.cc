@@ -122,6 +122,7 @@ std::vector<double> measureRow(Communicator& comm, int myHost, const std::vector
   for (int round = 0; round < topo::roundRobinRounds(nhosts); ++round) {
     int other = topo::roundRobinPartner(myHost, round, nhosts);
     if (other < 0) continue;
+    comm.connect({leaderOf[other]});  // lazy connections: the partner of this round connects to this rank too
     Link link(comm, leaderOf[other]);
     uint64_t mine = static_cast<uint64_t>(myHost), theirs = 0;
     link.send(&mine, sizeof(mine));

@@ -11,6 +11,11 @@
  * Callback prims (Notify, Produce: the overlapped collectives, algo/overlap.h) run last when a step is posted, on
  * this thread, while a helper thread keeps the step's transfers moving (exec/progress_helper.h); a peer failure the
  * helper saw is rethrown here once the callback returned.
+ *
+ * Lazy connections (HOCCL_CONNECT=lazy): before anything moves, each communicator connects every peer its tasks'
+ * schedules name that it has no channel to yet, all at once (Communicator::connect); those peers do the same for the
+ * same call, so a ring connects its 2 peers on the first call and reuses them for every later one. Several
+ * communicators of one group connect at once, each in a thread of its own (their ranks may meet them in any order).
  */
 #include "exec/executor.h"
 
@@ -20,6 +25,7 @@
 #include <thread>
 #include <cstring>
 #include <algorithm>
+#include <exception>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -143,6 +149,61 @@ std::string pendingPeers(const Cursor& c) {
   return peers;
 }
 
+// Lazy connections: the peers that c's schedules use and that have no channel yet, into `missing` (nothing to do, and
+// no allocation, once they are all connected).
+void unconnectedPeers(const Cursor& c, std::vector<int>& missing) {
+  const Communicator& comm = *c.comm;
+  missing.clear();
+  if (!comm.lazy()) return;
+  for (const Task* t : c.tasks) {
+    for (int p : t->peers)
+      if (!comm.connected(p) && std::find(missing.begin(), missing.end(), p) == missing.end()) missing.push_back(p);
+    if (!t->schedule) continue;
+    for (const sched::Step& step : t->schedule->steps)
+      for (const sched::Prim& p : step.prims) {
+        const bool usesPeer = p.kind == sched::PrimKind::Send || p.kind == sched::PrimKind::Recv ||
+                              p.kind == sched::PrimKind::RecvReduce;
+        if (usesPeer && !comm.connected(p.peer) &&
+            std::find(missing.begin(), missing.end(), static_cast<int>(p.peer)) == missing.end())
+          missing.push_back(p.peer);
+      }
+  }
+}
+
+// Connects what every cursor's schedules need. Communicators of one group may need each other's peers in any order
+// on different ranks (rank 0 connects X then Y, rank 1 Y then X), so when several communicators have peers to
+// connect, each connects in a thread of its own, all at once.
+void connectPeers(std::vector<Cursor>& cursors) {
+  thread_local std::vector<std::vector<int>> missing;
+  if (missing.size() < cursors.size()) missing.resize(cursors.size());
+  size_t needing = 0;
+  for (size_t i = 0; i < cursors.size(); ++i) {
+    unconnectedPeers(cursors[i], missing[i]);
+    needing += !missing[i].empty();
+  }
+  if (needing == 0) return;
+  if (needing == 1) {
+    for (size_t i = 0; i < cursors.size(); ++i)
+      if (!missing[i].empty()) cursors[i].comm->connect(missing[i]);
+    return;
+  }
+  std::vector<std::exception_ptr> errors(cursors.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < cursors.size(); ++i) {
+    if (missing[i].empty()) continue;
+    threads.emplace_back([&, i, peers = missing[i]] {
+      try {
+        cursors[i].comm->connect(peers);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
 // Moves c forward as far as possible without waiting. Returns true if anything moved.
 bool advance(Cursor& c) {
   bool moved = false;
@@ -236,6 +297,7 @@ void run(std::vector<Task>& tasks) {
       for (auto& x : cs) --x.comm->inFlight;
     }
   } inFlight(cursors);
+  connectPeers(cursors);
   static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
   Clock::time_point lastProgress{};  // read the clock only once waiting starts: most small calls never wait
   bool oversubscribed = false;

@@ -40,6 +40,7 @@ struct Task {
   /// while a helper thread keeps them moving (exec/progress_helper.h). Throws hoccl::Error to fail the task. Must be
   /// set when the schedule has callback prims.
   std::function<void(const sched::Prim& prim, char* data)> callback;
+  std::vector<int> peers;        ///< with poll, lazy connections: peers it uses, connected before the run starts
 };
 
 /// Runs every task to completion. Throws hoccl::Error naming the rank, the operation, the step and the peer on a

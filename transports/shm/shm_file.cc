@@ -1,5 +1,7 @@
 // Shared files of the shm transport (see shm_file.h): memfd_create, and opening a peer's through /proc/<pid>/fd
-// (each open file of a process shows there as a link whose target reads "/memfd:<name> (deleted)").
+// (each open file of a process shows there as a link whose target reads "/memfd:<name> (deleted)"). The files this
+// process made are also kept in a table (name -> descriptor, checked with one readlink), so that finding one of its
+// own (ranks that are threads of one process) costs no scan of a /proc/self/fd that may hold thousands of entries.
 #include "transports/shm/shm_file.h"
 
 #include <dirent.h>
@@ -10,6 +12,8 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -20,10 +24,33 @@ namespace {
 
 std::string bare(const std::string& name) { return !name.empty() && name[0] == '/' ? name.substr(1) : name; }
 
+std::mutex ownMutex;
+std::unordered_map<std::string, int>& ownFiles() {  // this process's files: bare name -> descriptor
+  static auto* files = new std::unordered_map<std::string, int>();
+  return *files;
+}
+
+// Whether this process's descriptor fd is the memfd `want` names.
+bool ownFileIs(int fd, const std::string& want) {
+  char target[PATH_MAX];
+  ssize_t n = readlink(fmt::format("/proc/self/fd/{}", fd).c_str(), target, sizeof(target) - 1);
+  if (n <= 0) return false;
+  target[n] = '\0';
+  return want == target;
+}
+
 // The descriptor number under which process `pid` holds the memfd `name`; -1 (errno set) if none is found.
 int findFile(int pid, const std::string& name) {
-  const std::string dir = pid == getpid() ? "/proc/self/fd" : fmt::format("/proc/{}/fd", pid);
   const std::string want = "/memfd:" + bare(name) + " (deleted)";
+  if (pid == getpid()) {  // every file of this process was made by createSharedFile: the table knows it
+    std::lock_guard<std::mutex> lock(ownMutex);
+    auto it = ownFiles().find(bare(name));
+    if (it != ownFiles().end() && ownFileIs(it->second, want)) return it->second;
+    if (it != ownFiles().end()) ownFiles().erase(it);  // closed since (the number may be reused)
+    errno = ENOENT;
+    return -1;
+  }
+  const std::string dir = fmt::format("/proc/{}/fd", pid);
   DIR* d = opendir(dir.c_str());
   if (!d) return -1;
   int found = -1;
@@ -58,8 +85,12 @@ int createSharedFile(const std::string& name, size_t bytes, const std::string& a
     close(fd);
     throwSystemError(fmt::format("shm: cannot size shared memory {} to {} bytes; {}", bare(name), bytes, advice), err);
   }
+  std::lock_guard<std::mutex> lock(ownMutex);
+  ownFiles()[bare(name)] = fd;
   return fd;
 }
+
+bool sharedFileExists(int pid, const std::string& name) { return findFile(pid, name) >= 0; }
 
 int openSharedFile(int pid, const std::string& name, const std::string& what) {
   int num = findFile(pid, name);

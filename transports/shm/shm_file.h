@@ -13,6 +13,8 @@ namespace hoccl::transport::shm {
 /// bytes. Throws InvalidUsage when this process already holds one of that name (two communicators must never share
 /// one), SystemError with `advice` when the file cannot be made or sized. The caller owns the descriptor.
 int createSharedFile(const std::string& name, size_t bytes, const std::string& advice);
+/// Whether process `pid` holds the shared file `name` now (lazy connections poll it before openSharedFile).
+bool sharedFileExists(int pid, const std::string& name);
 /// Opens the shared file `name` that process `pid` created and still holds open. Throws SystemError naming the
 /// process when it holds no such file (it failed, or already let go) or its files cannot be seen from here (another
 /// pid namespace, another user). The caller owns the descriptor.

@@ -9,11 +9,17 @@
 //      (nobody can open them any more; the mappings stay).
 // Nothing is ever named in /dev/shm, so a job killed at any point (of init or later) leaves nothing behind: the
 // kernel frees a segment with the last process that maps or holds it.
+//
+// Lazy connections (connectPeers, not collective): step 1 for the peers a call needs, then step 3 polling for each
+// peer's segment (it appears once that peer reaches the same call), with the deadline of HOCCL_TIMEOUT, the
+// communicator's recorded failure and the peer's process checked while waiting; no step 4 (see shm_transport.h).
 #include "transports/shm/shm_transport.h"
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cctype>
 #include <cstring>
 
@@ -23,12 +29,29 @@
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/params.h"
+#include "base/socket.h"
+#include "base/wait.h"
 #include "transports/shm/shm_channel.h"
+#include "transports/shm/shm_file.h"
 #include "transports/shm/shm_single_copy.h"
 #include "transports/shm/shm_small.h"
 #include "transports/transport_util.h"
 
 namespace hoccl::transport::shm {
+namespace {
+
+// Whether process `pid` holds the segment `name` and has written its header (the magic is stored last, and a fresh
+// file reads as zeros).
+bool segmentReady(int pid, const std::string& name, int sender, int receiver) {
+  if (!sharedFileExists(pid, name)) return false;
+  int fd = openSharedFile(pid, name, fmt::format("rank {} opening the segment of rank {}", receiver, sender));
+  uint64_t magic = 0;
+  const ssize_t n = ::pread(fd, &magic, sizeof(magic), 0);
+  ::close(fd);
+  return n == static_cast<ssize_t>(sizeof(magic)) && magic != 0;
+}
+
+}  // namespace
 
 ShmTransport::ShmTransport() {
   int64_t slotBytes = params::SHM_SLOT_SIZE.get();
@@ -95,6 +118,59 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectConte
   }
   HOCCL_INFO(kShm, "shm: rank {} connected to {} peer(s), {} slots of {} KiB per direction", ctx.rank, peers.size(),
              slots_, slotBytes_ / 1024);
+  return channels;
+}
+
+std::map<int, std::unique_ptr<Channel>> ShmTransport::connectPeers(const ConnectContext& ctx,
+                                                                   const std::vector<int>& peers) {
+  for (int p : peers)
+    if (!canConnect(ctx, p))
+      throwInternalError(
+          fmt::format("shm: asked to connect rank {} to rank {}, which is on another host", ctx.rank, p));
+  std::map<int, std::unique_ptr<Segment>> out, in;
+  for (int p : peers) out[p] = Segment::create(segmentName(ctx.jobTag, ctx.rank, p), slotBytes_, slots_, ctx.rank, p);
+  const net::Deadline deadline = net::defaultDeadline();
+  auto pause = std::chrono::microseconds(20);
+  size_t missing = peers.size();
+  while (missing > 0) {
+    bool found = false;
+    for (int p : peers) {
+      if (in[p]) continue;
+      const std::string name = segmentName(ctx.jobTag, p, ctx.rank);
+      const boot::RankInfo& peer = ctx.peers.at(p);
+      if (!segmentReady(peer.pid, name, p, ctx.rank)) continue;
+      in[p] = Segment::open(name, peer.pid, p, ctx.rank);
+      --missing;
+      found = true;
+    }
+    if (missing == 0 || found) continue;
+    if (ctx.health) ctx.health->check(fmt::format("shm: rank {}", ctx.rank), "connecting to its peers");
+    if (auto v = ctx.bootstrap->verdict())
+      throwRemoteError(fmt::format("shm: rank {} stopped connecting to its peers: {}", ctx.rank, v->text));
+    std::string who;
+    for (int p : peers) {
+      if (in[p]) continue;
+      const boot::RankInfo& peer = ctx.peers.at(p);
+      if (peer.pid != getpid() && !processAlive(peer.pid))
+        throwRemoteError(fmt::format("shm: rank {} waited for the shared memory of {}, whose process has exited",
+                                     ctx.rank, describePeer(peer)));
+      who += " " + describePeer(peer);
+    }
+    if (net::Clock::now() >= deadline)
+      throwRemoteError(silentPeerMessage(fmt::format("shm: rank {}", ctx.rank),
+                                         "connecting to its peers (lazily, HOCCL_CONNECT=lazy)", params::TIMEOUT.get(),
+                                         who.substr(1)));
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(5000));
+  }
+  std::map<int, std::unique_ptr<Channel>> channels;
+  const boot::RankInfo& self = ctx.peers.at(ctx.rank);
+  for (int p : peers) {
+    const boot::RankInfo& peer = ctx.peers.at(p);
+    const bool checkPid = peer.pid != self.pid && processAlive(peer.pid);
+    channels[p] = std::make_unique<ShmChannel>(self, peer, checkPid, std::move(out[p]), std::move(in[p]));
+  }
+  HOCCL_INFO(kShm, "shm: rank {} connected lazily to {} more peer(s)", ctx.rank, peers.size());
   return channels;
 }
 

@@ -30,6 +30,13 @@ class ShmTransport final : public Transport {
   /// it. Collective (two all-gathers and a barrier over the bootstrap) so that a failure on any rank is reported on
   /// every rank instead of hanging.
   std::map<int, std::unique_ptr<Channel>> connect(const ConnectContext& ctx, const std::vector<int>& peers) override;
+  /// Lazy connections are supported (nothing to publish at init: the segments' names are known).
+  bool connectsLazily() const override { return true; }
+  /// Creates this rank's outgoing segment to every peer, then waits for and maps each peer's segment to this rank.
+  /// Each creator keeps its file open for the channel's lifetime (it cannot tell when the peer has opened it), so
+  /// a lazily connected peer costs one descriptor. See transport.h.
+  std::map<int, std::unique_ptr<Channel>> connectPeers(const ConnectContext& ctx,
+                                                       const std::vector<int>& peers) override;
   /// When this transport reaches every peer and HOCCL_SMALL_MAX_BYTES > 0: maps the communicator's arena
   /// (collective) and offers "small" and, when every pair of ranks may read each other's memory and
   /// HOCCL_CMA_MIN_BYTES > 0, "single_copy".
