@@ -20,12 +20,14 @@
 
 #include <fmt/format.h>
 
+#include "scoped_env.h"
 #include "base/error.h"
 #include "comm/communicator.h"
 #include "exec/executor.h"
 #include "sched/schedule.h"
 
 using namespace hoccl;
+using hoccl::test::ScopedEnv;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -37,15 +39,6 @@ constexpr int kTimeoutSec = 3;
 __attribute__((constructor(101))) void setTimeoutBeforeAnything() {
   setenv("HOCCL_TIMEOUT", std::to_string(kTimeoutSec).c_str(), 1);
 }
-
-/// Sets an environment variable for one scope (read by the communicator's constructor).
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-};
 
 /// n communicators of one job made by hocclCommInitAll (each rank's init on its own thread), destroyed at the end.
 struct Job {

@@ -24,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include "scoped_env.h"
 #include "fake_verbs.h"
 #include "rank_runner.h"
 #include "base/boot/bootstrap.h"
@@ -41,17 +42,12 @@
 #include "transports/registry.h"
 
 using namespace hoccl;
+using hoccl::test::ScopedEnv;
 using namespace hoccl::transport::ibverbs;
 using Catch::Matchers::Contains;
 using hoccl::test::FakeVerbs;
 
 namespace {
-
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-};
 
 hocclResult_t codeOf(const std::function<void()>& fn) {
   try {

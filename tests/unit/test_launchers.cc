@@ -9,33 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "scoped_env.h"
 #include "base/error.h"
 #include "comm/launcher_env.h"
 #include "comm/launcher_root.h"
 
 using namespace hoccl;
+using hoccl::test::ScopedEnv;
 
 namespace {
-
-/// Sets (or, with nullptr, unsets) one environment variable for a scope, then restores what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_.c_str(), old_->c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 /// A launcher environment for one scope: every variable any launcher reads is unset, then `set` ones are set.
 class LauncherEnv {

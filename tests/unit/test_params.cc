@@ -7,33 +7,15 @@
 #include <set>
 #include <string>
 
+#include "scoped_env.h"
 #include "base/error.h"
 #include "base/params.h"
 #include "comm/launcher_env.h"
 
 using namespace hoccl;
+using hoccl::test::ScopedEnv;
 
 namespace {
-
-/// Sets (or, with nullptr, unsets) one environment variable for a scope, then restores what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_.c_str(), old_->c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 /// The message of the hoccl::Error that `f` throws, after checking its code.
 template <typename F>

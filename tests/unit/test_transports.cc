@@ -25,6 +25,7 @@
 
 #include <fmt/format.h>
 
+#include "scoped_env.h"
 #include "channel_exchange.h"
 #include "rank_runner.h"
 #include "base/boot/bootstrap.h"
@@ -42,6 +43,7 @@ using hoccl::test::firstError;
 using hoccl::test::payload;
 using hoccl::test::runProcesses;
 using hoccl::test::runThreads;
+using hoccl::test::ScopedEnv;
 using namespace hoccl::transport;
 using Clock = std::chrono::steady_clock;
 
@@ -94,13 +96,6 @@ RankState connectRank(const boot::UniqueId& id, int rank, int nranks, Kind kind,
   st.channels = st.transport->connect(ctx, peers);
   return st;
 }
-
-/// Sets an environment variable for the life of a scope.
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-};
 
 /// A transport under test.
 struct Mode {

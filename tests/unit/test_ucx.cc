@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "scoped_env.h"
 #include "channel_exchange.h"
 #include "rank_runner.h"
 #include "base/boot/bootstrap.h"
@@ -28,30 +29,17 @@
 #include "transports/ucx/ucx_transport.h"
 
 using namespace hoccl;
-using hoccl::test::drive;
 using hoccl::test::allErrors;
+using hoccl::test::drive;
 using hoccl::test::firstError;
 using hoccl::test::payload;
 using hoccl::test::runProcesses;
 using hoccl::test::runThreads;
+using hoccl::test::ScopedEnv;
 using namespace hoccl::transport;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-/// Sets an environment variable for the life of a scope (restoring the old value).
-struct ScopedEnv {
-  std::string name;
-  std::optional<std::string> old;
-  ScopedEnv(const char* n, const char* v) : name(n) {
-    if (const char* o = std::getenv(n)) old = o;
-    setenv(n, v, 1);
-  }
-  ~ScopedEnv() {
-    if (old) setenv(name.c_str(), old->c_str(), 1);
-    else unsetenv(name.c_str());
-  }
-};
 
 /// One rank's connected state.
 struct RankState {

@@ -236,6 +236,13 @@ std::map<int, std::unique_ptr<Channel>> TcpTransport::connectPeers(const Connect
         try {  // the peer has listened since init: a refusal that lasts a second means its process is gone
           fd = net::connectUntil(addr, std::min(deadline, net::Clock::now() + std::chrono::seconds(1)), what);
         } catch (const Error& e) {
+          // Refused until the second passed: the peer is gone. Anything else failed here (no descriptor left, no
+          // route): this rank's problem, said as such.
+          if (e.code() != hocclTimeout)
+            throw Error(e.code(), fmt::format("{}: this rank could not open the connection: {}. If the open-files "
+                                              "limit is the cause, raise it (ulimit -n; this process holds {} "
+                                              "connection(s) per connected peer)",
+                                              what, e.what(), connsWith(p)));
           throwRemoteError(
               fmt::format("{}: {} is gone (its listener refuses connections: the process exited or "
                           "was killed) [{}]",
