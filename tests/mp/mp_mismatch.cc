@@ -188,9 +188,12 @@ int runCase(int rank, int n, const hocclUniqueId& id, const Case& cs) {
   if (!send.guardsIntact() || !recv.guardsIntact()) problems += "; wrote outside its buffers";
   if (send.raw != sendBefore) problems += "; changed its input";
   if (seconds > kTimeoutSeconds + 3) problems += "; took longer than HOCCL_TIMEOUT + 3 s";
-  if (rc == hocclInvalidUsage) {  // it detected the mismatch: both calls named, nothing written
+  // It detected the mismatch: both calls named (by the check; in the known gap, the transport may be the one to
+  // notice, naming both message sizes instead), nothing written.
+  const bool transportSaw = cs.knownGap && msg.find("message size mismatch") != std::string::npos;
+  if (rc == hocclInvalidUsage) {
     const std::string a = transport::describeCall(tc), b = transport::describeCall(collCall(other));
-    if (msg.find(a) == std::string::npos || msg.find(b) == std::string::npos)
+    if (!transportSaw && (msg.find(a) == std::string::npos || msg.find(b) == std::string::npos))
       problems += "; its message does not name both calls (" + a + " and " + b + ")";
     if (!recv.untouched()) problems += "; says nothing was written, but its output changed";
   }

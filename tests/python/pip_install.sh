@@ -50,3 +50,15 @@ PY
 [[ -x "$tmp/venv/bin/hoccl-run" ]] || { echo "FAIL: the wheel did not install hoccl-run"; exit 1; }
 "$tmp/venv/bin/hoccl-run" -n 2 --timeout 120 -- "$tmp/venv/bin/python" "$src/examples/numpy_allreduce.py" \
   --count 4099
+
+# The issue's "done when": with torch in the environment, the wheel carries hoccl.torch (built against that torch),
+# and `torchrun --nproc-per-node 2 examples/torch_ddp.py` trains with backend="hoccl" from the installed package.
+if "$tmp/venv/bin/python" -c "import torch" 2>/dev/null; then
+  "$tmp/venv/bin/python" -c "import hoccl.torch, os, sys; f = os.path.realpath(hoccl.torch.__file__); \
+assert f.startswith(os.path.realpath(sys.argv[1])), f" "$tmp/venv" || { echo "FAIL: hoccl.torch not in the wheel"; exit 1; }
+  timeout 300 "$tmp/venv/bin/python" -m torch.distributed.run --nproc-per-node 2 \
+    "$src/examples/torch_ddp.py" --steps 5 || { echo "FAIL: torchrun examples/torch_ddp.py from the wheel"; exit 1; }
+  echo "torchrun examples/torch_ddp.py: trained with the installed hoccl.torch"
+else
+  echo "note: no torch in the environment: the wheel's hoccl.torch and the torchrun example were not tried"
+fi

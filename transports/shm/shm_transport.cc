@@ -157,9 +157,9 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connectPeers(const Connect
       who += " " + describePeer(peer);
     }
     if (net::Clock::now() >= deadline)
-      throwRemoteError(silentPeerMessage(fmt::format("shm: rank {}", ctx.rank),
-                                         "connecting to its peers (lazily, HOCCL_CONNECT=lazy)", params::TIMEOUT.get(),
-                                         who.substr(1)));
+      throwTimeout(silentPeerMessage(fmt::format("shm: rank {}", ctx.rank),
+                                     "connecting to its peers (lazily, HOCCL_CONNECT=lazy)", params::TIMEOUT.get(),
+                                     who.substr(1)));
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(5000));
   }

@@ -178,9 +178,9 @@ std::map<int, std::unique_ptr<Channel>> TcpTransport::connectPeers(const Connect
           }
         }
         if (net::Clock::now() >= deadline)
-          throwRemoteError(silentPeerMessage(fmt::format("tcp: rank {}", ctx.rank),
-                                             "accepting connections from its peers (lazily, HOCCL_CONNECT=lazy)",
-                                             params::TIMEOUT.get(), who.substr(1)));
+          throwTimeout(silentPeerMessage(fmt::format("tcp: rank {}", ctx.rank),
+                                         "accepting connections from its peers (lazily, HOCCL_CONNECT=lazy)",
+                                         params::TIMEOUT.get(), who.substr(1)));
         continue;
       }
       const boot::Hello& hello = got->hello;
