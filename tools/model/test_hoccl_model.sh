@@ -55,7 +55,9 @@ if [ -x "$RUN" ]; then
   python3 - "$TMP/cal.json" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
-assert 0 < j["latency_us"]["intra-host"] < 1000, j
+# A measured, plausible number: 0.4 us in a plain build, but over 1 ms under ASan on a busy machine (CI runs this
+# test in the sanitizer build too), so only the order of a broken probe (>= 0.1 s) fails here.
+assert 0 < j["latency_us"]["intra-host"] < 100000, j
 assert j["bandwidth_GBps"]["intra-host"] > 0.01, j
 assert "measured" in j["source"], j
 PY
