@@ -72,6 +72,12 @@ void recordingFailures(const Op* ops, size_t n, F&& f) {
         Error culprit(e.code() == hocclTimeout ? hocclTimeout : hocclRemoteError,
                       fmt::format("{}: {} stopped: {}", blamed->describe(),
                                   n == 1 ? describeOp(ops[0]) : fmt::format("a group of {} operations", n), verdict));
+        // The async error says what the call returns (this rank's own code, e.g. a system error of a lazy connect
+        // to a dead peer, gave way to the verdict's).
+        for (size_t i = 0; i < n; ++i) {
+          int expected = e.code();
+          ops[i].comm->asyncError.compare_exchange_strong(expected, culprit.code());
+        }
         HOCCL_WARN(kColl, "{}", culprit.what());
         throw culprit;
       }
