@@ -358,9 +358,9 @@ int main(int argc, char** argv) {
       }
     }
     unsetenv("HOCCL_TIMEOUT");
-    // Over shm, one run in about six has a survivor whose hocclCommGetAsyncError still says success after the
-    // failure (not understood yet): the case runs over shm only when asked for (--case lazy).
-    if ((which == "lazy" || (wanted("lazy") && transport != "shm")) &&
+    // (Over shm this case once failed about 1 run in 50: the async error kept the lazy connect's own code while the
+    // call returned the root's verdict; src/comm/group.cc now makes them agree.)
+    if (wanted("lazy") &&
         !scenario("lazy", 4, 60,
                   [](int r, int n, const hocclUniqueId& id) { return deadBeforeConnect(r, n, id, 2, 2000); }))
       ++bad;
