@@ -27,25 +27,13 @@
 
 #include "data.h"
 #include "harness.h"
+#include "kernels/cpu/reduce.h"
 
 using namespace hoccl::test;
 
 namespace {
 
-size_t typeSize(hocclDataType_t dt) {
-  switch (dt) {
-    case hocclInt8:
-    case hocclUint8:
-    case hocclFloat8e4m3:
-    case hocclFloat8e5m2: return 1;
-    case hocclFloat16:
-    case hocclBfloat16: return 2;
-    case hocclInt32:
-    case hocclUint32:
-    case hocclFloat32: return 4;
-    default: return 8;
-  }
-}
+using hoccl::kernels::typeSize;
 
 const uint64_t kSeed = 18;
 

@@ -9,12 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "error_of.h"
 #include "scoped_env.h"
 #include "base/error.h"
 #include "comm/launcher_env.h"
 #include "comm/launcher_root.h"
 
 using namespace hoccl;
+using hoccl::test::errorOf;
 using hoccl::test::ScopedEnv;
 
 namespace {
@@ -73,19 +75,6 @@ LauncherInfo detected() {
   auto info = detectLauncher();
   REQUIRE(info.has_value());
   return *info;
-}
-
-/// The message of the hoccl::Error that `f` throws, after checking its code.
-template <typename F>
-std::string errorOf(F&& f, hocclResult_t code) {
-  try {
-    f();
-  } catch (const Error& e) {
-    CHECK(e.code() == code);
-    return e.what();
-  }
-  FAIL("no error thrown");
-  return "";
 }
 
 int portOf(const std::string& address) { return std::stoi(address.substr(address.rfind(':') + 1)); }

@@ -7,30 +7,15 @@
 #include <set>
 #include <string>
 
+#include "error_of.h"
 #include "scoped_env.h"
 #include "base/error.h"
 #include "base/params.h"
 #include "comm/launcher_env.h"
 
 using namespace hoccl;
+using hoccl::test::errorOf;
 using hoccl::test::ScopedEnv;
-
-namespace {
-
-/// The message of the hoccl::Error that `f` throws, after checking its code.
-template <typename F>
-std::string errorOf(F&& f, hocclResult_t code) {
-  try {
-    f();
-  } catch (const Error& e) {
-    CHECK(e.code() == code);
-    return e.what();
-  }
-  FAIL("no error thrown");
-  return "";
-}
-
-}  // namespace
 
 TEST_CASE("an unset parameter reads as its declared default", "[params]") {
   ScopedEnv t("HOCCL_TIMEOUT", nullptr), a("HOCCL_ALGO", nullptr);

@@ -74,12 +74,37 @@ std::string ShmTransport::segmentName(const std::string& jobTag, int from, int t
   return fmt::format("{}-{}-{}", namePrefix(jobTag), from, to);
 }
 
-std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectContext& ctx,
-                                                              const std::vector<int>& peers) {
+void ShmTransport::requireSameHost(const ConnectContext& ctx, const std::vector<int>& peers) const {
   for (int p : peers)
     if (!canConnect(ctx, p))
       throwInternalError(
           fmt::format("shm: asked to connect rank {} to rank {}, which is on another host", ctx.rank, p));
+}
+
+std::map<int, std::unique_ptr<Channel>> ShmTransport::makeChannels(const ConnectContext& ctx,
+                                                                   const std::vector<int>& peers,
+                                                                   std::map<int, std::unique_ptr<Segment>>& out,
+                                                                   std::map<int, std::unique_ptr<Segment>>& in) const {
+  std::map<int, std::unique_ptr<Channel>> channels;
+  const boot::RankInfo& self = ctx.peers.at(ctx.rank);
+  for (int p : peers) {
+    const boot::RankInfo& peer = ctx.peers.at(p);
+    bool checkPid = peer.pid != self.pid;
+    if (checkPid && !processAlive(peer.pid)) {  // the peer's process is out of sight: cannot watch
+      HOCCL_WARN(kShm,
+                 "shm: rank {} cannot see the process of {}; a dead peer will only be noticed by the timeout "
+                 "(HOCCL_TIMEOUT)",
+                 ctx.rank, describePeer(peer));
+      checkPid = false;
+    }
+    channels[p] = std::make_unique<ShmChannel>(self, peer, checkPid, std::move(out[p]), std::move(in[p]));
+  }
+  return channels;
+}
+
+std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectContext& ctx,
+                                                              const std::vector<int>& peers) {
+  requireSameHost(ctx, peers);
 
   std::map<int, std::unique_ptr<Segment>> out, in;
   try {
@@ -102,20 +127,7 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectConte
   // Every rank has mapped everything it needs: the creators let go of their files.
   for (auto& [p, seg] : out) seg->unlink();
 
-  std::map<int, std::unique_ptr<Channel>> channels;
-  const boot::RankInfo& self = ctx.peers.at(ctx.rank);
-  for (int p : peers) {
-    const boot::RankInfo& peer = ctx.peers.at(p);
-    bool checkPid = peer.pid != self.pid;
-    if (checkPid && !processAlive(peer.pid)) {  // the peer's process is out of sight: cannot watch
-      HOCCL_WARN(kShm,
-                 "shm: rank {} cannot see the process of {}; a dead peer will only be noticed by the timeout "
-                 "(HOCCL_TIMEOUT)",
-                 ctx.rank, describePeer(peer));
-      checkPid = false;
-    }
-    channels[p] = std::make_unique<ShmChannel>(self, peer, checkPid, std::move(out[p]), std::move(in[p]));
-  }
+  auto channels = makeChannels(ctx, peers, out, in);
   HOCCL_INFO(kShm, "shm: rank {} connected to {} peer(s), {} slots of {} KiB per direction", ctx.rank, peers.size(),
              slots_, slotBytes_ / 1024);
   return channels;
@@ -123,10 +135,7 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connect(const ConnectConte
 
 std::map<int, std::unique_ptr<Channel>> ShmTransport::connectPeers(const ConnectContext& ctx,
                                                                    const std::vector<int>& peers) {
-  for (int p : peers)
-    if (!canConnect(ctx, p))
-      throwInternalError(
-          fmt::format("shm: asked to connect rank {} to rank {}, which is on another host", ctx.rank, p));
+  requireSameHost(ctx, peers);
   std::map<int, std::unique_ptr<Segment>> out, in;
   for (int p : peers) out[p] = Segment::create(segmentName(ctx.jobTag, ctx.rank, p), slotBytes_, slots_, ctx.rank, p);
   const net::Deadline deadline = net::defaultDeadline();
@@ -163,13 +172,7 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connectPeers(const Connect
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(5000));
   }
-  std::map<int, std::unique_ptr<Channel>> channels;
-  const boot::RankInfo& self = ctx.peers.at(ctx.rank);
-  for (int p : peers) {
-    const boot::RankInfo& peer = ctx.peers.at(p);
-    const bool checkPid = peer.pid != self.pid && processAlive(peer.pid);
-    channels[p] = std::make_unique<ShmChannel>(self, peer, checkPid, std::move(out[p]), std::move(in[p]));
-  }
+  auto channels = makeChannels(ctx, peers, out, in);
   HOCCL_INFO(kShm, "shm: rank {} connected lazily to {} more peer(s)", ctx.rank, peers.size());
   return channels;
 }

@@ -17,6 +17,8 @@
 
 namespace hoccl::transport::shm {
 
+class Segment;
+
 /// The shm transport.
 class ShmTransport final : public Transport {
  public:
@@ -49,6 +51,14 @@ class ShmTransport final : public Transport {
   static std::string namePrefix(const std::string& jobTag);
 
  private:
+  /// Throws hocclInternalError when a peer of `peers` is on another host (the registry never asks for one).
+  void requireSameHost(const ConnectContext& ctx, const std::vector<int>& peers) const;
+  /// The channels to `peers` over the segments `out` (this rank's) and `in` (the peers'), each watching its
+  /// peer's pid where the process is visible (a warning where not).
+  std::map<int, std::unique_ptr<Channel>> makeChannels(const ConnectContext& ctx, const std::vector<int>& peers,
+                                                       std::map<int, std::unique_ptr<Segment>>& out,
+                                                       std::map<int, std::unique_ptr<Segment>>& in) const;
+
   uint32_t slotBytes_;
   uint32_t slots_;
 };
