@@ -9,8 +9,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include <ATen/core/ivalue.h>
+#include <pybind11/pybind11.h>
 
 #include "python/hoccl/torch/tensor_check.h"
 
@@ -78,7 +80,12 @@ ProcessGroupHoccl::~ProcessGroupHoccl() {
     stop_ = true;
   }
   cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  if (worker_.joinable()) {
+    // A future's callback on the worker may be waiting for the GIL: never join while holding it.
+    std::optional<pybind11::gil_scoped_release> withoutGil;
+    if (Py_IsInitialized() && PyGILState_Check()) withoutGil.emplace();
+    worker_.join();
+  }
   if (comm_ && ownsComm_) hocclCommDestroy(comm_);
 }
 
@@ -104,9 +111,11 @@ c10::intrusive_ptr<ProcessGroupHoccl> ProcessGroupHoccl::create(const c10::intru
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::enqueue(c10d::OpType opType, std::vector<at::Tensor> outputs,
                                                           std::function<void()> run, bool p2p) {
   auto work = c10::make_intrusive<HocclWork>(rank_, opType, std::move(outputs), timeout_);
+  std::vector<Job> finished;  // released here, on the caller's thread, after the lock (see retired_)
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(Job{std::move(run), work, p2p});
+    finished.swap(retired_);
   }
   cv_.notify_one();
   return work;
@@ -136,6 +145,10 @@ void ProcessGroupHoccl::workerLoop() {
       error = std::current_exception();
     }
     for (auto& job : batch) job.work->complete(error);
+    // Moved, not dropped: once a Work completes, its caller may let go of everything and let the interpreter shut
+    // down; the worker then must not release anything whose release needs the GIL (see retired_).
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& job : batch) retired_.push_back(std::move(job));
   }
 }
 

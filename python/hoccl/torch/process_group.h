@@ -131,6 +131,11 @@ class ProcessGroupHoccl : public c10d::Backend {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Job> queue_;
+  /// Jobs the worker finished: their tensors and Works are released on a caller's thread (the next call, or the
+  /// destructor), never on the worker. Dropping the last reference to a tensor that Python created takes the GIL,
+  /// and a thread that asks for the GIL while the interpreter shuts down is ended by Python 3.11 with pthread_exit,
+  /// whose unwinding through a destructor ends the process ("terminate called without an active exception").
+  std::vector<Job> retired_;
   bool stop_ = false;
   std::thread worker_;
 };
