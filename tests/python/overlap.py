@@ -99,13 +99,13 @@ for t in ALL_TYPES:
     for count in COUNTS:
         check_all_gather(t, count, in_place=False)
         check_all_gather(t, count, in_place=True)
-        for op in OPS:
+        for op in (OPS if count != 1 else ["sum"]):  # every op on the zero and the long odd count
             check_reduce_scatter(t, op, count, "out of place")
         check_reduce_scatter(t, "sum", count, "in place")
         if t in NUMPY_TYPES:
             check_reduce_scatter(t, "sum", count, "own workspace")
     for count in [0, 1003]:
-        for k in sorted({1, -1, 0, n + 1, -3}):
+        for k in (sorted({1, -1, 0, n + 1, -3}) if t in NUMPY_TYPES else [1]):
             check_ring_shift(t, count, k)
 
 # A bytearray receive buffer: blocks come as read-only memoryviews of the element type.
