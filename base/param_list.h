@@ -42,6 +42,9 @@
          "unknown name is an error. Unset: the tuner compares schedules and shortcuts by predicted time")              \
   INT(CHUNK_SIZE, 1048576, 1, int64_t{1} << 30,                                                                        \
       "Pipelining chunk in bytes of the ring broadcast and reduce and of every HO-Ring collective")                    \
+  INT(OVERLAP_TWO_LEVEL, 1, 0, 1,                                                                                      \
+      "1: hocclAllGatherOverlap / hocclReduceScatterOverlap use the two-level schedule (inter-host pieces beside "     \
+      "the intra-host ring) where every host has the same number (>= 2) of ranks; 0: always the flat ring")            \
   /* Transports (transports/) */                                                                                       \
   INT(SHM_DISABLE, 0, 0, 1,                                                                                            \
       "1 turns the shared-memory transport off: peers on the same host then use the network transport (NET)")          \

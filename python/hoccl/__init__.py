@@ -13,11 +13,12 @@ The library is found as hoccl._native describes (HOCCL_LIBRARY, HOCCL_BUILD_DIR,
 
 from hoccl._errors import HocclError
 from hoccl._native import library_path
+from hoccl._overlap import RingShiftRequest
 from hoccl.communicator import Communicator, get_unique_id, group, version
 from hoccl.paro import Paro, parse_strategy
 from hoccl.types import SPLIT_NOCOLOR, DataType, PreMulSum, ReduceOp, premul_sum
 
 __version__ = "0.1.0"
 
-__all__ = ["Communicator", "DataType", "HocclError", "Paro", "PreMulSum", "ReduceOp", "SPLIT_NOCOLOR",
-           "get_unique_id", "group", "library_path", "parse_strategy", "premul_sum", "version"]
+__all__ = ["Communicator", "DataType", "HocclError", "Paro", "PreMulSum", "ReduceOp", "RingShiftRequest",
+           "SPLIT_NOCOLOR", "get_unique_id", "group", "library_path", "parse_strategy", "premul_sum", "version"]

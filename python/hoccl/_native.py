@@ -145,3 +145,13 @@ for _step in ("hocclParoGatherParams", "hocclParoReduceGrads", "hocclParoSyncGra
 _declare("hocclParoPredictBytes", _res, _ptr, _size, _size, _int, ctypes.POINTER(ctypes.c_ulonglong))
 _declare("hocclParoGetCounters", _res, _ptr, ctypes.POINTER(CountersStruct))
 _declare("hocclParoResetCounters", _res, _ptr)
+
+# Communication hidden behind compute (docs/overlap.md): the callback types and the calls that take them.
+BLOCK_CALLBACK = ctypes.CFUNCTYPE(_int, _ptr, _int, _ptr, _size)  # hocclBlockCallback_t
+PRODUCE_CALLBACK = ctypes.CFUNCTYPE(_int, _ptr, _int, _ptr, _size)  # hocclProduceCallback_t
+_declare("hocclAllGatherOverlap", _res, _ptr, _ptr, _size, _int, _ptr, _ptr, BLOCK_CALLBACK, _ptr)
+_declare("hocclReduceScatterOverlap", _res, _ptr, _ptr, _size, _int, _int, _ptr, _ptr, PRODUCE_CALLBACK, _ptr)
+_declare("hocclRingShift", _res, _ptr, _ptr, _size, _int, _int, _ptr, _ptr)
+_declare("hocclRingShiftStart", _res, _ptr, _ptr, _size, _int, _int, _ptr, _ptr, ctypes.POINTER(_ptr))
+_declare("hocclTest", _res, _ptr, _pint)
+_declare("hocclWait", _res, _ptr)

@@ -9,6 +9,9 @@ In place: all_reduce, broadcast, reduce and all_to_all leave out `recv`; all_gat
 this rank's block of `recv`), reduce_scatter leaves out `recv` (the result is this rank's block of `send`), gather
 on the root leaves out `send` and scatter on the root leaves out `recv`. Views at those positions (as NCCL defines
 in-place calls) work too. Calls on host buffers complete before they return; the GIL is released meanwhile.
+
+Overlap (docs/overlap.md): all_gather_overlap and reduce_scatter_overlap call a Python callable per block while the
+next transfer is in flight; ring_shift and ring_shift_start (a RingShiftRequest to wait on) send to rank + k.
 """
 
 import ctypes
@@ -17,6 +20,7 @@ from contextlib import contextmanager
 
 from hoccl import _native
 from hoccl._buffers import acquire
+from hoccl._overlap import BlockViews, RingShiftRequest, Trampoline, raise_callback_error
 from hoccl._errors import check
 from hoccl.types import SPLIT_NOCOLOR, PreMulSum, ReduceOp, encode_scalar, parse_op
 
@@ -567,3 +571,151 @@ class Communicator:
         """Returns once every rank has called it (an all-reduce of one int32: the C API has no barrier)."""
         token = bytearray(4)
         self.all_reduce(memoryview(token).cast("i"))
+
+    # ----- communication hidden behind compute (docs/overlap.md) -----
+
+    def _run_overlap(self, fname, bufs, args, trampoline=None, op=None, dtype=None, request=None):
+        """Calls fname(*args, [op,] comm, NULL stream, [callback, NULL user | request]) with the buffers borrowed
+        and released after it (these calls cannot be part of a group: the library refuses them there). Raises the
+        callback's own exception when it raised, else HocclError on failure."""
+        op_value, created, h, result = 0, False, None, None
+        try:
+            h = self._live()
+            if isinstance(op, PreMulSum):
+                op_value, created = self._create_premul(op, dtype, h), True
+            elif op is not None:
+                op_value = int(op)
+            tail = (trampoline.c, None) if trampoline is not None else ((request,) if request is not None else ())
+            result = getattr(_lib, fname)(*args, *(() if op is None else (op_value,)), h, None, *tail)
+        finally:
+            if request is None or result != 0:  # a started request keeps them until its wait()
+                for b in bufs:
+                    b.release()
+            if created:
+                _lib.hocclRedOpDestroy(op_value, h)
+        if trampoline is not None and trampoline.error is not None:
+            raise_callback_error(trampoline, fname, result, h)
+        check(fname, result, h)
+
+    def all_gather_overlap(self, send, recv, on_block):
+        """all_gather that calls on_block(src_rank, block) once per rank as its block of recv arrives: the own block
+        first, then in the ring's order, each while the next block is in flight (CommFuse-style). block is a view of
+        recv's block of the same kind as recv (numpy array: read-only; torch tensor; else a memoryview); it may be
+        read, also later blocks handed over before, but recv must not be written during the call. send None: in
+        place (this rank's input is its block of recv). An exception from on_block stops the call: it is raised
+        from here, and the communicator is broken on every rank (close it with abort(); the other ranks get
+        HocclError with hocclRemoteError). Returns recv."""
+        if not callable(on_block):
+            raise TypeError(f"on_block must be callable, not {type(on_block).__name__}")
+        if send is None:
+            bufs, count = self._checked([(recv, "recv", True)], lambda r: self._blocks(r, "all_gather_overlap"))
+            r = bufs[0]
+            send_at = r.element(self._rank * count)
+        else:
+            def verify(s, r):
+                self._same_type(s, r)
+                self._count_is(r, s.count * self._size,
+                               f"all_gather_overlap of {s.count} elements on {self._size} ranks")
+                at = r.element(self._rank * s.count)
+                self._no_stray_overlap(s, r, s.address, r.address, s.nbytes, r.nbytes, s.address == at)
+                return s.count
+
+            bufs, count = self._checked([(send, "send", False), (recv, "recv", True)], verify)
+            r = bufs[1]
+            send_at = bufs[0].address
+        try:
+            views = BlockViews(r, count, readonly=True)
+        except BaseException:
+            for b in bufs:
+                b.release()
+            raise
+        tramp = Trampoline(_native.BLOCK_CALLBACK, on_block, views, "all_gather_overlap's on_block")
+        self._run_overlap("hocclAllGatherOverlap", bufs, (send_at, r.address, count, int(r.dtype)), tramp)
+        return recv
+
+    def reduce_scatter_overlap(self, send, recv, produce, op=ReduceOp.SUM):
+        """reduce_scatter whose input is produced block by block: produce(dst_rank, block) must write this rank's
+        contribution to dst_rank's block into block (a writable view of send's block dst_rank, of the same kind as
+        send), in the order that hides the transfers (the rank before this one on the ring first, the own block
+        last); the library reduces the partials as they arrive and leaves this rank's reduced block in recv.
+        send (size x len(recv) elements) is the workspace; None: a numpy workspace is allocated. recv None: in place
+        (the result is this rank's block of send). Exceptions: as all_gather_overlap. Returns the output."""
+        if not callable(produce):
+            raise TypeError(f"produce must be callable, not {type(produce).__name__}")
+        op = parse_op(op)
+        if send is None:
+            if recv is None:
+                raise TypeError("reduce_scatter_overlap: pass recv (and send, or None for a numpy workspace)")
+            send = _workspace_like(recv, self._size)
+        if recv is None:
+            bufs, count = self._checked([(send, "send", True)], lambda s: self._blocks(s, "reduce_scatter_overlap"))
+            s = bufs[0]
+            recv_at = s.element(self._rank * count)
+        else:
+            def verify(s, r):
+                self._same_type(s, r)
+                self._count_is(s, r.count * self._size,
+                               f"reduce_scatter_overlap into {r.count} elements per rank on {self._size} ranks")
+                at = s.element(self._rank * r.count)
+                self._no_stray_overlap(s, r, s.address, r.address, s.nbytes, r.nbytes, r.address == at)
+                return r.count
+
+            bufs, count = self._checked([(send, "send", True), (recv, "recv", True)], verify)
+            s = bufs[0]
+            recv_at = bufs[1].address
+        try:
+            views = BlockViews(s, count, readonly=False)
+        except BaseException:
+            for b in bufs:
+                b.release()
+            raise
+        tramp = Trampoline(_native.PRODUCE_CALLBACK, produce, views, "reduce_scatter_overlap's produce")
+        self._run_overlap("hocclReduceScatterOverlap", bufs, (s.address, recv_at, count, int(s.dtype)), tramp,
+                          op=op, dtype=s.dtype)
+        return send if recv is None else recv
+
+    def _ring_shift_args(self, send, recv, k):
+        k = _as_int(k, "k") % self._size  # the library takes k modulo the size too; this keeps it in a C int
+        in_place = recv is None or recv is send
+        specs = [(send, "send", in_place)] + ([] if in_place else [(recv, "recv", True)])
+
+        def verify(s, r=None):
+            r = s if r is None else r
+            self._same_type(s, r)
+            self._count_is(r, s.count, "ring_shift of the send buffer")
+            self._no_stray_overlap(s, r, s.address, r.address, s.nbytes, r.nbytes, s.address == r.address)
+            return r
+
+        bufs, r = self._checked(specs, verify)
+        return bufs, (bufs[0].address, r.address, r.count, int(r.dtype), k), (send if in_place else recv)
+
+    def ring_shift(self, send, recv=None, k=1):
+        """Sends send to rank (rank + k) mod size and receives rank (rank - k) mod size's into recv (in place into
+        send when recv is None); k may be negative. Returns the output."""
+        bufs, args, out = self._ring_shift_args(send, recv, k)
+        self._run_overlap("hocclRingShift", bufs, args)
+        return out
+
+    def ring_shift_start(self, send, recv=None, k=1):
+        """Starts ring_shift in the background and returns a RingShiftRequest at once (compute meanwhile, then
+        wait()). Until wait(): send not written, recv not touched, no other call on this communicator."""
+        bufs, args, out = self._ring_shift_args(send, recv, k)
+        request = ctypes.c_void_p()
+        self._run_overlap("hocclRingShiftStart", bufs, args, request=ctypes.byref(request))
+        return RingShiftRequest(self, self._handle, request.value, bufs, out)
+
+
+def _workspace_like(recv, nranks):
+    """A numpy array of nranks x len(recv) elements of recv's type (reduce_scatter_overlap without send)."""
+    b = acquire(recv, "recv", True)
+    try:
+        dtype, count = b.dtype, b.count
+    finally:
+        b.release()
+    import numpy as np
+    name = dtype.name.lower()
+    try:
+        return np.empty(count * nranks, dtype=np.dtype(name))
+    except TypeError:
+        raise TypeError(f"reduce_scatter_overlap: numpy has no {name}; pass send (a workspace of "
+                        f"{nranks} x {count} elements)") from None

@@ -2,7 +2,9 @@
  * Schedules that leave room for the caller's compute between transfers (CommFuse-style decomposed all-gather and
  * reduce-scatter; PrimePar-style ring shift). docs/overlap.md describes the API built on them.
  *
- * Both collectives walk the ring of ringOrder() (host by host, switch by switch, as the flat ring does): position p
+ * Where the topology has two levels (equal hosts of >= 2 ranks, >= 2 hosts) both collectives use the two-level
+ * schedules of overlap_two_level.cc instead (HOCCL_OVERLAP_TWO_LEVEL=0 keeps the flat ring). Flat: both walk the
+ * ring of ringOrder() (host by host, switch by switch, as the flat ring does): position p
  * sends to p+1 and receives from p-1, one block per step, and the caller's callback for one block runs while the
  * transfer of the next one is in flight (the executor posts a step's transfers before it runs the step's callback
  * prims, and keeps them moving while the callback runs).
@@ -37,6 +39,7 @@
 
 #include <algorithm>
 
+#include "algo/overlap_two_level.h"
 #include "algo/ring.h"
 
 namespace hoccl::algo {
@@ -56,7 +59,8 @@ int at(const std::vector<int>& ord, int p) {
 
 }  // namespace
 
-std::vector<int> overlapBlockOrder(const topo::Topology& topo, int rank, bool reduceScatter) {
+std::vector<int> overlapBlockOrder(const topo::Topology& topo, int rank, bool reduceScatter, bool twoLevel) {
+  if (twoLevel && twoLevelApplies(topo)) return twoLevelBlockOrder(topo, rank, reduceScatter);
   const std::vector<int> ord = ringOrder(topo);
   const int n = static_cast<int>(ord.size()), p = positionOf(ord, rank);
   std::vector<int> out;
@@ -65,7 +69,8 @@ std::vector<int> overlapBlockOrder(const topo::Topology& topo, int rank, bool re
   return out;
 }
 
-Schedule overlapAllGatherSchedule(const CollArgs& a, const topo::Topology& topo) {
+Schedule overlapAllGatherSchedule(const CollArgs& a, const topo::Topology& topo, bool twoLevel) {
+  if (twoLevel && twoLevelApplies(topo)) return twoLevelAllGatherSchedule(a, topo);
   Schedule s;
   s.algorithm = "overlap_ring";
   const std::vector<int> ord = ringOrder(topo);
@@ -89,7 +94,8 @@ Schedule overlapAllGatherSchedule(const CollArgs& a, const topo::Topology& topo)
   return s;
 }
 
-Schedule overlapReduceScatterSchedule(const CollArgs& a, const topo::Topology& topo) {
+Schedule overlapReduceScatterSchedule(const CollArgs& a, const topo::Topology& topo, bool twoLevel) {
+  if (twoLevel && twoLevelApplies(topo)) return twoLevelReduceScatterSchedule(a, topo);
   Schedule s;
   s.algorithm = "overlap_ring";
   const std::vector<int> ord = ringOrder(topo);

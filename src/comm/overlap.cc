@@ -14,6 +14,7 @@
 #include "algo/overlap.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/params.h"
 #include "comm/group.h"
 #include "comm/plan.h"
 #include "comm/redop.h"
@@ -117,13 +118,14 @@ void allGather(Communicator& comm, const void* sendbuf, void* recvbuf, size_t co
   const bool inPlace = static_cast<const char*>(sendbuf) == static_cast<char*>(recvbuf) + comm.rank() * count * elem;
   Op op = opFor(comm, "AllGatherOverlap", sched::Coll::AllGather, sendbuf, recvbuf, count, dtype, hocclSum);
   sched::Schedule s = algo::overlapAllGatherSchedule(argsOf(comm, sched::Coll::AllGather, count, inPlace),
-                                                     comm.topology());
+                                                     comm.topology(), params::OVERLAP_TWO_LEVEL.get() != 0);
+  const std::string algorithm = s.algorithm;
   std::vector<exec::Task> tasks{makeTask(comm, op, std::move(s), sendbuf, recvbuf)};
   tasks[0].callback = [&](const sched::Prim& p, char* data) {
     callUser(comm, op, "onBlock", "of", p.peer,
              [&] { return onBlock(user, p.peer, p.count ? data : nullptr, p.count); });
   };
-  runTasksFor(op, "overlap_ring", tasks);
+  runTasksFor(op, algorithm.c_str(), tasks);
 }
 
 void reduceScatter(Communicator& comm, void* sendbuf, void* recvbuf, size_t count, hocclDataType_t dtype,
@@ -133,7 +135,8 @@ void reduceScatter(Communicator& comm, void* sendbuf, void* recvbuf, size_t coun
   const bool inPlace = static_cast<char*>(recvbuf) == static_cast<char*>(sendbuf) + comm.rank() * count * elem;
   Op op = opFor(comm, "ReduceScatterOverlap", sched::Coll::ReduceScatter, sendbuf, recvbuf, count, dtype, redop);
   sched::Schedule s = algo::overlapReduceScatterSchedule(argsOf(comm, sched::Coll::ReduceScatter, count, inPlace),
-                                                         comm.topology());
+                                                         comm.topology(), params::OVERLAP_TWO_LEVEL.get() != 0);
+  const std::string algorithm = s.algorithm;
   std::vector<exec::Task> tasks{makeTask(comm, op, std::move(s), sendbuf, recvbuf)};
   const std::optional<PreMulSumOp> premul = findPreMulSum(redop);
   const kernels::MemoryOps& mem = kernels::hostMemoryOps();
@@ -147,7 +150,7 @@ void reduceScatter(Communicator& comm, void* sendbuf, void* recvbuf, size_t coun
   };
   if (redop == hocclAvg && count)
     tasks[0].after = [recvbuf, count, dtype, n = comm.nranks(), &mem] { mem.divide(recvbuf, count, dtype, n); };
-  runTasksFor(op, "overlap_ring", tasks);
+  runTasksFor(op, algorithm.c_str(), tasks);
 }
 
 namespace {

@@ -7,14 +7,15 @@
 //     tolerance, as hocclReduceScatter's does; a PreMulSum op (scalar 3) scales every produced block;
 //  3. hocclRingShift for k = 0, 1, -1, 2, n, n+1, -n-3, INT_MAX, INT_MIN, counts 0/5/100000, in place or not; the
 //     nonblocking form (hocclRingShiftStart + hocclTest + hocclWait) in a double-buffered loop of n shifts by 1;
-//  4. misuse: NULL callbacks, a call inside a group, a hoccl call from inside a callback, a call while a ring shift
-//     is in flight: clear errors, nothing broken;
+//  4. misuse: NULL callbacks, every overlap call inside a group (refused; the group's other calls run), a hoccl
+//     call from inside a callback, a call while a ring shift is in flight: clear errors, nothing broken;
 //  5. failing callbacks (a non-zero return on one rank; a C++ exception on another): that rank fails with a message
 //     naming the callback, every other rank fails too (never a hang), within seconds.
 //
 // Usage: mp_overlap --ranks N [--transport shm|tcp]
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -237,6 +238,11 @@ int ringShiftCases(hocclComm_t comm, int rank, int n) {
 hocclComm_t gComm = nullptr;
 hocclResult_t gInner = hocclSuccess;
 
+int producesOnes(void*, int, void* block, size_t count) {
+  std::fill_n(static_cast<float*>(block), count, 1.f);
+  return 0;
+}
+
 int callsHoccl(void*, int, const void*, size_t) {
   float x = 0, y = 0;
   gInner = hocclAllReduce(&x, &y, 1, hocclFloat, hocclSum, gComm, nullptr);
@@ -255,10 +261,32 @@ int misuse(hocclComm_t comm, int rank, int n) {
     return fail(rank, "a NULL request was not refused");
   if (hocclRingShift(out.data(), out.data() + 1, 4, hocclFloat, 1, comm, nullptr) != hocclInvalidArgument)
     return fail(rank, "partly overlapping ring shift buffers were not refused");
-  MP_CHECK(rank, hocclGroupStart());
-  hocclResult_t grouped = hocclRingShift(in.data(), out.data(), 4, hocclFloat, 1, comm, nullptr);
-  MP_CHECK(rank, hocclGroupEnd());
-  if (grouped != hocclInvalidUsage) return fail(rank, "a ring shift inside a group was not refused");
+  // Inside a group every overlap call is refused (hocclInvalidUsage, saying so), and the group's other calls still
+  // run at hocclGroupEnd.
+  {
+    float gx = static_cast<float>(rank + 1), gy = 0;
+    hocclRequest_t request = nullptr;
+    MP_CHECK(rank, hocclGroupStart());
+    MP_CHECK(rank, hocclAllReduce(&gx, &gy, 1, hocclFloat, hocclSum, comm, nullptr));
+    const hocclResult_t grouped[4] = {hocclRingShift(in.data(), out.data(), 4, hocclFloat, 1, comm, nullptr),
+                                      hocclRingShiftStart(in.data(), out.data(), 4, hocclFloat, 1, comm, nullptr,
+                                                          &request),
+                                      hocclAllGatherOverlap(in.data(), out.data(), 4, hocclFloat, comm, nullptr,
+                                                            callsHoccl, nullptr),
+                                      hocclReduceScatterOverlap(out.data(), in.data(), 4, hocclFloat, hocclSum, comm,
+                                                                nullptr, producesOnes, nullptr)};
+    const std::string message = hocclGetLastError(nullptr);
+    MP_CHECK(rank, hocclGroupEnd());
+    const char* names[4] = {"hocclRingShift", "hocclRingShiftStart", "hocclAllGatherOverlap",
+                            "hocclReduceScatterOverlap"};
+    for (int i = 0; i < 4; ++i)
+      if (grouped[i] != hocclInvalidUsage) return fail(rank, std::string(names[i]) + " inside a group was not refused");
+    if (request != nullptr) return fail(rank, "a refused hocclRingShiftStart left a request");
+    if (message.find("cannot be part of a group") == std::string::npos)
+      return fail(rank, "the refusal inside a group does not say why: " + message);
+    if (gy != static_cast<float>(n * (n + 1) / 2))
+      return fail(rank, "the all-reduce of the group with refused overlap calls did not run");
+  }
   gComm = comm;
   MP_CHECK(rank, hocclAllGatherOverlap(in.data(), out.data(), 4, hocclFloat, comm, nullptr, callsHoccl, nullptr));
   if (gInner != hocclInvalidUsage ||
@@ -353,6 +381,7 @@ int main(int argc, char** argv) {
     MP_CHECK(rank, hocclCommSplit(comm, 0, rank, &spareB, nullptr));
     if (int e = allGatherCases(comm, rank, n)) return e;
     if (int e = reduceScatterCases(comm, rank, n)) return e;
+    if (int e = preMulSumCase(comm, rank, n)) return e;
     if (int e = ringShiftCases(comm, rank, n)) return e;
     if (int e = misuse(comm, rank, n)) return e;
     MP_CHECK(rank, hocclCommFinalize(comm));
