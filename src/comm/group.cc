@@ -53,6 +53,7 @@ void recordingFailures(const Op* ops, size_t n, F&& f) {
       for (size_t i = 0; i < n; ++i) {
         int expected = hocclSuccess;
         ops[i].comm->asyncError.compare_exchange_strong(expected, e.code());
+        for (const auto& s : ops[i].comm->shortcuts()) s->releasePeerMemory();  // a dead peer's mapped memory
       }
       std::string verdict;
       const Communicator* blamed = nullptr;
