@@ -667,10 +667,11 @@ std::string singleCopyCases(Rank& st, uint64_t seed) {
         Prepared p;
         prepare(p, c, r, n, inPlace, in[r]);
         const size_t message = std::max(inCount(c, n), outCount(c, n)) * elemSize(c.dtype);
-        // canRun: from the measured crossovers (all-gather 32 KiB, broadcast 128 KiB, others 256 KiB); start() takes
-        // any size, which lets the small counts test the block arithmetic.
+        // canRun: from the measured crossovers (all-gather 32 KiB, broadcast 128 KiB, all-to-all 16 MiB, others
+        // 256 KiB); start() takes any size, which lets the small counts test the block arithmetic.
         const size_t threshold = c.coll == Coll::AllGather   ? 32 << 10
                                  : c.coll == Coll::Broadcast ? 128 << 10
+                                 : c.coll == Coll::AlltoAll  ? 16 << 20
                                                              : 256 << 10;
         if (st.copy->canRun(c) != (message >= threshold))
           return fmt::format("canRun({}) is {} for {} bytes", describeCall(c), st.copy->canRun(c), message);

@@ -402,6 +402,9 @@ bool SingleCopyShortcut::canRun(const CollCall& call) const {
   size_t threshold = minBytes_;
   if (!userThreshold_ && call.coll == Coll::AllGather) threshold = 32 << 10;
   if (!userThreshold_ && call.coll == Coll::Broadcast) threshold = 128 << 10;
+  // All-to-all: from 16 MiB. At 4 MiB single copy was 20-25% slower than the slots with 4 and 8 ranks on 2 cores, at
+  // 16-64 MiB 1.15-1.8x faster with 2, 4 and 8 ranks (docs/performance.md, zero copy, second session).
+  if (!userThreshold_ && call.coll == Coll::AlltoAll) threshold = 16 << 20;
   const int n = session_->nranks();
   return std::max(inputBytes(call, n), outputBytes(call, n)) >= threshold;  // nccl-tests' "size": the larger buffer
 }

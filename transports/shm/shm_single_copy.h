@@ -11,8 +11,8 @@
 /// Operating range: all-reduce, all-gather, reduce-scatter, broadcast and all-to-all (with a built-in op), host memory, when every
 /// pair of ranks may read each other's memory (probed once at init), from a message size that is the measured
 /// crossover against the slot schedules: HOCCL_CMA_MIN_BYTES when set (0 turns the shortcut off), else all-gather
-/// from 32 KiB, broadcast from 128 KiB, all-reduce, reduce-scatter and all-to-all from 256 KiB (the larger
-/// buffer; docs/performance.md).
+/// from 32 KiB, broadcast from 128 KiB, all-reduce and reduce-scatter from 256 KiB, all-to-all from 16 MiB (the
+/// larger buffer; docs/performance.md).
 #pragma once
 
 #include <memory>
