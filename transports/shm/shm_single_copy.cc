@@ -21,8 +21,8 @@
  *                   (when no peer reads its input any more): one more local copy, on that rank only. The choice is
  *                   each rank's own: a peer reads only this rank's input, which an out-of-place rank never writes.
  * In-place calls are safe: block q of a rank's buffer is read and written only by rank q (all-reduce) or only by
- * the rank itself (all-to-all: see above), and a piece is pushed only after it was pulled. Each block is reduced by one rank only, so every
- * rank ends with the same bits.
+ * the rank itself (all-to-all: see above), and a piece is pushed only after it was pulled. Each block is reduced by
+ * one rank only, so every rank ends with the same bits.
  */
 #include "transports/shm/shm_single_copy.h"
 
@@ -103,8 +103,8 @@ class SingleCopyOp final : public ShortcutOp {
   Buffers mine_{};       // published from here (it may not fit in the line)
   bool copied_ = false;  // this rank's copies are done (the closing round runs)
   std::unique_ptr<Exchange> exchange_;
-  std::vector<Buffers> peer_;  // every rank's buffers, from the address round
-  std::vector<char> staged_;   // in-place all-to-all: the peers' blocks, in rank order without this rank's own
+  std::vector<Buffers> peer_;       // every rank's buffers, from the address round
+  std::unique_ptr<char[]> staged_;  // in-place all-to-all: the peers' blocks, in rank order without this rank's own
 };
 
 // True when the call's input and output overlap on this rank (an in-place all-to-all stages its pulls).
@@ -314,13 +314,13 @@ void SingleCopyOp::allToAllPhase(const MappedBuffers* mapped) {
   char* out = static_cast<char*>(call_.recvbuf);
   const char* in = static_cast<const char*>(call_.sendbuf);
   const bool inPlace = overlaps(in, total, out, total);
-  if (inPlace) staged_.resize(bytes * static_cast<size_t>(p - 1));
+  if (inPlace) staged_.reset(new char[bytes * static_cast<size_t>(p - 1)]);  // not zeroed: every byte is pulled
   // Own block: in place it is already where it belongs (a rank reads and writes only its own block me).
   if (out + static_cast<size_t>(me) * bytes != in + static_cast<size_t>(me) * bytes)
     mem.copy(out + static_cast<size_t>(me) * bytes, in + static_cast<size_t>(me) * bytes, bytes);
   for (int k = 1; k < p; ++k) {  // peers in a rotated order, so the ranks do not all read one rank at once
     const int q = (me + k) % p;
-    char* dst = inPlace ? staged_.data() + static_cast<size_t>(q < me ? q : q - 1) * bytes
+    char* dst = inPlace ? staged_.get() + static_cast<size_t>(q < me ? q : q - 1) * bytes
                         : out + static_cast<size_t>(q) * bytes;
     if (mapped) mem.copy(dst, mapped->send[q] + static_cast<size_t>(me) * bytes, bytes);
     else
@@ -331,17 +331,16 @@ void SingleCopyOp::allToAllPhase(const MappedBuffers* mapped) {
 
 // After the closing round of an in-place all-to-all: the staged peers' blocks into the output.
 void SingleCopyOp::finishStaged() {
-  if (staged_.empty()) return;
+  if (!staged_) return;
   const int me = s_.rank(), p = s_.nranks();
   const size_t bytes = call_.count * elemSize(call_);
   const kernels::MemoryOps& mem = kernels::memoryOps(call_.recvKind);
   char* out = static_cast<char*>(call_.recvbuf);
   for (int q = 0; q < p; ++q)
     if (q != me)
-      mem.copy(out + static_cast<size_t>(q) * bytes, staged_.data() + static_cast<size_t>(q < me ? q : q - 1) * bytes,
+      mem.copy(out + static_cast<size_t>(q) * bytes, staged_.get() + static_cast<size_t>(q < me ? q : q - 1) * bytes,
                bytes);
-  staged_.clear();
-  staged_.shrink_to_fit();
+  staged_.reset();
 }
 
 void SingleCopyOp::copyPhase() {
