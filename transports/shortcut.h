@@ -50,12 +50,12 @@ size_t outputBytes(const CollCall& call, int nranks);
 
 /// What the communicator lends its shortcuts; every pointer stays valid for the communicator's lifetime.
 struct ShortcutContext {
-  const ConnectContext* connect = nullptr;   ///< bootstrap, rank, ranks' info, job tag
-  const topo::Topology* topology = nullptr;  ///< for the link class of each byte counted
-  topo::ByteCounters* counters = nullptr;    ///< where moved bytes are counted
-  const Health* health = nullptr;            ///< checked by every wait
-  std::string who;                           ///< "comm 'x' rank 1/4 (pid 77)", for messages
-  bool oversubscribed = false;               ///< more ranks than cores on this host: yield early when waiting
+  const ConnectContext* connect = nullptr;          ///< bootstrap, rank, ranks' info, job tag
+  const topo::Topology* topology = nullptr;         ///< for the link class of each byte counted
+  topo::ByteCounters* counters = nullptr;           ///< where moved bytes are counted
+  const Health* health = nullptr;                   ///< checked by every wait
+  std::string who;                                  ///< "comm 'x' rank 1/4 (pid 77)", for messages
+  bool oversubscribed = false;                      ///< more ranks than cores on this host: yield early when waiting
   kernels::Registrations* registrations = nullptr;  ///< the communicator's registered buffers (may stay null)
 };
 
@@ -90,6 +90,10 @@ class Shortcut {
     std::unique_ptr<ShortcutOp> op = start(call);
     while (!op->poll()) backoff.pause();
   }
+  /// A call of the communicator failed in a way that breaks it (a peer may have died): drop whatever of the peers'
+  /// memory the shortcut keeps mapped, so a dead peer's memory is not held alive until the communicator goes. Called
+  /// on the thread that made the failed call, with no op of the shortcut running. Default: nothing to drop.
+  virtual void releasePeerMemory() {}
 };
 
 }  // namespace hoccl::transport

@@ -53,6 +53,10 @@ void recordingFailures(const Op* ops, size_t n, F&& f) {
       for (size_t i = 0; i < n; ++i) {
         int expected = hocclSuccess;
         ops[i].comm->asyncError.compare_exchange_strong(expected, e.code());
+        // A dead peer's memory mapped by the shortcuts goes now. Only from host ops: they run the shortcuts, on this
+        // thread (device ops fail on the proxy's thread and never use a shortcut).
+        if (!ops[i].onDevice())
+          for (const auto& s : ops[i].comm->shortcuts()) s->releasePeerMemory();
       }
       std::string verdict;
       const Communicator* blamed = nullptr;

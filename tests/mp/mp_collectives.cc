@@ -22,6 +22,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,39 @@ std::vector<double> expectedOutput(Coll c, int rank, int n, size_t count, int ro
   return out;
 }
 
+// Inodes of the hocclMemAlloc blocks of peers mapped in this process now (every memfd block mapped here except the
+// ones starting at `own1` and `own2`, this rank's own live blocks).
+std::set<unsigned long> peerInodesMapped(const void* own1, const void* own2) {
+  std::set<unsigned long> inodes;
+  std::FILE* f = std::fopen("/proc/self/maps", "r");
+  if (!f) return inodes;
+  char line[4096];
+  while (std::fgets(line, sizeof(line), f)) {
+    if (!std::strstr(line, "/memfd:hoccl-mem-")) continue;
+    unsigned long start = 0, end = 0, offset = 0, inode = 0;
+    char perms[8], dev[16];
+    if (std::sscanf(line, "%lx-%lx %7s %lx %15s %lu", &start, &end, perms, &offset, dev, &inode) != 6) continue;
+    if (start == reinterpret_cast<uintptr_t>(own1) || start == reinterpret_cast<uintptr_t>(own2)) continue;
+    inodes.insert(inode);
+  }
+  std::fclose(f);
+  return inodes;
+}
+
+// Registered on every rank: whether this rank must have read a peer's buffer through a mapping (zero copy) in a
+// call the single-copy shortcut runs (HOCCL_ALGO=single_copy, HOCCL_CMA_MIN_BYTES=1, a built-in op).
+bool zeroCopyExpected(Coll c, int rank, int n, int root, hocclRedOp_t op) {
+  if (n < 2 || op == kPreMulSum) return false;
+  switch (c) {
+    case Coll::AllReduce:
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+    case Coll::AlltoAll: return true;
+    case Coll::Broadcast: return rank != root;  // receivers read the root's input
+    default: return false;
+  }
+}
+
 // One call: returns the number of wrong elements (and prints the first).
 int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataType_t dt, hocclRedOp_t op, bool inPlace,
            uint64_t seed) {
@@ -184,8 +218,14 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
     return static_cast<char*>(dev2) + (c - buf2.data());
   };
   // The op is destroyed as soon as the call returns (allowed), before a stream-ordered call has run.
+  std::set<unsigned long> mappedBefore;
+  if (gRegistered == 1) mappedBefore = peerInodesMapped(dev1, dev2);
   hocclResult_t rc = call(c, onDev(send), onDev(recv), count, dt, realOp, root, comm);
   if (op == kPreMulSum) hocclRedOpDestroy(realOp, comm);
+  // Zero copy maps the peers' fresh blocks of this call: a block not mapped before must be mapped now.
+  bool newPeerBlock = false;
+  if (gRegistered == 1)
+    for (unsigned long inode : peerInodesMapped(dev1, dev2)) newPeerBlock |= mappedBefore.count(inode) == 0;
   if (gDevice) {
     if (rc == hocclSuccess) rc = hocclStreamSynchronize(gStream);
     hocclResult_t async = hocclSuccess;
@@ -208,6 +248,9 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
                      " type=" + kernels::typeName(dt) + " op=" + (op == kPreMulSum ? "premulsum" : std::to_string(op)) +
                      " root=" + std::to_string(root) + (inPlace ? " in-place" : " out-of-place");
   if (rc != hocclSuccess) return fail(rank, what + ": " + hocclGetErrorString(rc) + ": " + hocclGetLastError(nullptr));
+  if (gRegistered == 1 && count > 0 && zeroCopyExpected(c, rank, n, root, op) && !newPeerBlock)
+    return fail(rank,
+                what + ": every rank registered its buffers, but no peer's buffer was mapped: zero copy did not run");
   std::vector<double> expect = expectedOutput(c, rank, n, count, root, dt, op, scalar, seed);
   if (expect.empty()) return 0;
   std::vector<double> got = load(recv, expect.size(), dt);
@@ -452,7 +495,8 @@ int main(int argc, char** argv) {
     if (gRegistered) {  // which path ran: peers' blocks stay mapped here (cached) only when zero copy ran
       const int mapped = peerBlocksMapped();
       if (gRegistered == 1 && n > 1 && mapped == 0)
-        return fail(rank, "every rank registered its buffers, but no peer's block was ever mapped: zero copy never ran");
+        return fail(rank,
+                    "every rank registered its buffers, but no peer's block was ever mapped: zero copy never ran");
       if (gRegistered == 2 && mapped != 0)
         return fail(rank, "only some ranks registered, yet " + std::to_string(mapped) +
                               " peer blocks are mapped: zero copy ran where it must fall back");

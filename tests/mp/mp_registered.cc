@@ -3,11 +3,15 @@
 //     buffers fail with hocclInvalidUsage and change nothing; the call then completes with the right result, and
 //     both succeed afterwards;
 //  2. kill: rank 2 of 3 is SIGKILLed in the middle of a stream of registered all-reduces (zero copy through mapped
-//     buffers): both survivors get hocclRemoteError (no crash, no hang) and can still read and free their buffers.
+//     buffers): both survivors get hocclRemoteError (no crash, no hang) and can still read and free their buffers;
+//     the failed call released the peers' mappings (before the kill each survivor maps its peers' blocks; after the
+//     error none is mapped, so the dead rank's memory is not kept alive), and after abort and free nothing of
+//     hocclMemAlloc is mapped and no entry of /dev/shm carries hoccl's name and the survivor's pid.
 // Survivors write their verdicts into a page shared by all processes, so a failing survivor is never hidden behind
 // the killed rank's exit status.
 //
 // Usage: mp_registered (HOCCL_CMA_MIN_BYTES and HOCCL_ALGO are set here)
+#include <dirent.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -85,6 +89,34 @@ int inUse(int rank, int n, const hocclUniqueId& id) {
   return 0;
 }
 
+// hocclMemAlloc blocks mapped in this process, except those starting at `own1` and `own2` (this rank's own).
+int blocksMapped(const void* own1, const void* own2) {
+  std::FILE* f = std::fopen("/proc/self/maps", "r");
+  if (!f) return -1;
+  char line[4096];
+  int count = 0;
+  while (std::fgets(line, sizeof(line), f)) {
+    unsigned long start = 0;
+    if (!std::strstr(line, "/memfd:hoccl-mem-") || std::sscanf(line, "%lx-", &start) != 1) continue;
+    if (start != reinterpret_cast<uintptr_t>(own1) && start != reinterpret_cast<uintptr_t>(own2)) ++count;
+  }
+  std::fclose(f);
+  return count;
+}
+
+// Entries of /dev/shm whose name contains "hoccl" and this process's pid (names carry the pid of the job's rank 0;
+// other jobs on the machine are not counted).
+int devShmEntries() {
+  int count = 0;
+  const std::string pid = std::to_string(getpid());
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d))
+      if (std::strstr(e->d_name, "hoccl") && std::strstr(e->d_name, pid.c_str())) ++count;
+    closedir(d);
+  }
+  return count;
+}
+
 int killed(int rank, int n, const hocclUniqueId& id, Shared* shared) {
   hocclComm_t comm;
   MP_CHECK(rank, hocclCommInitRank(&comm, n, id, rank));
@@ -93,10 +125,13 @@ int killed(int rank, int n, const hocclUniqueId& id, Shared* shared) {
   if (makeBuf(comm, rank, count, 1, &in) || makeBuf(comm, rank, count, 0, &out)) return 1;
   hocclResult_t rc = hocclSuccess;
   const auto start = std::chrono::steady_clock::now();
+  int mappedBeforeKill = -1;
   for (int i = 0; i < 1000 && rc == hocclSuccess; ++i) {
     if (rank == 2 && i == 5) raise(SIGKILL);
     rc = hocclAllReduce(in.p, out.p, count, hocclFloat, hocclSum, comm, nullptr);
+    if (i == 0) mappedBeforeKill = blocksMapped(in.p, out.p);
   }
+  const int mappedAfterError = blocksMapped(in.p, out.p);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   auto verdict = [&](bool ok, const std::string& why) {
     if (!ok) {
@@ -112,9 +147,18 @@ int killed(int rank, int n, const hocclUniqueId& id, Shared* shared) {
     return verdict(false, std::string("the error does not name rank 2: ") + hocclGetLastError(nullptr));
   volatile float sink = out.p[count - 1] + in.p[0];  // still mapped and readable
   (void)sink;
+  if (mappedBeforeKill < 2)  // both peers' input and output blocks (n = 3)
+    return verdict(false, "before the kill only " + std::to_string(mappedBeforeKill) +
+                              " peer blocks were mapped: zero copy did not run");
+  if (mappedAfterError != 0)
+    return verdict(false, std::to_string(mappedAfterError) +
+                              " peer blocks are still mapped after the failed call (the dead rank's memory is kept)");
   hocclCommAbort(comm);
   MP_CHECK(rank, hocclMemFree(in.p));
   MP_CHECK(rank, hocclMemFree(out.p));
+  if (int left = blocksMapped(nullptr, nullptr))
+    return verdict(false, std::to_string(left) + " hocclMemAlloc blocks are still mapped after abort and free");
+  if (int left = devShmEntries()) return verdict(false, std::to_string(left) + " hoccl entries in /dev/shm");
   return verdict(secs < 60, "took " + std::to_string(secs) + " s");
 }
 

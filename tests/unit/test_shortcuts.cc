@@ -157,8 +157,12 @@ struct Buffer {
 
 size_t elemSize(hocclDataType_t dt) { return kernels::typeSize(dt); }
 bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter; }
-size_t inCount(const CollCall& c, int n) { return c.coll == Coll::ReduceScatter ? c.count * n : c.count; }
-size_t outCount(const CollCall& c, int n) { return c.coll == Coll::AllGather ? c.count * n : c.count; }
+size_t inCount(const CollCall& c, int n) {
+  return c.coll == Coll::ReduceScatter || c.coll == Coll::AlltoAll ? c.count * n : c.count;
+}
+size_t outCount(const CollCall& c, int n) {
+  return c.coll == Coll::AllGather || c.coll == Coll::AlltoAll ? c.count * n : c.count;
+}
 
 /// Rank `rank`'s input values for a call (random, exactly representable; see tests/mp/data.h).
 std::vector<double> inputOf(uint64_t seed, int rank, const CollCall& c, int n) {
@@ -184,6 +188,13 @@ std::vector<double> reference(const CollCall& c, int rank, int n, const std::vec
     case Coll::AllGather: {
       std::vector<double> out;
       for (int q = 0; q < n; ++q) out.insert(out.end(), in[q].begin(), in[q].end());
+      return out;
+    }
+    case Coll::AlltoAll: {  // block `rank` of every rank's input, in rank order
+      std::vector<double> out;
+      const auto at = static_cast<std::ptrdiff_t>(static_cast<size_t>(rank) * c.count);
+      for (int q = 0; q < n; ++q)
+        out.insert(out.end(), in[q].begin() + at, in[q].begin() + at + static_cast<std::ptrdiff_t>(c.count));
       return out;
     }
     default: FAIL("no reference for this collective"); return {};
@@ -635,7 +646,8 @@ const CopyCase kCopyCases[] = {
     {Coll::ReduceScatter, hocclDouble, hocclAvg, 0}, {Coll::ReduceScatter, hocclInt32, hocclMin, 0},
     {Coll::AllGather, hocclFloat, hocclSum, 0},      {Coll::AllGather, hocclUint8, hocclSum, 0},
     {Coll::Broadcast, hocclFloat, hocclSum, 0},      {Coll::Broadcast, hocclUint8, hocclSum, 2},
-    {Coll::Broadcast, hocclDouble, hocclSum, 1},
+    {Coll::Broadcast, hocclDouble, hocclSum, 1},     {Coll::AlltoAll, hocclFloat, hocclSum, 0},
+    {Coll::AlltoAll, hocclUint8, hocclSum, 0},       {Coll::AlltoAll, hocclDouble, hocclSum, 0},
 };
 // Not divisible by 3 ranks; the largest all-reduce blocks span several 256 KiB pieces.
 const size_t kCopyCounts[] = {1, 2, 7, 100003, (size_t{1} << 18) + 1};
@@ -655,10 +667,11 @@ std::string singleCopyCases(Rank& st, uint64_t seed) {
         Prepared p;
         prepare(p, c, r, n, inPlace, in[r]);
         const size_t message = std::max(inCount(c, n), outCount(c, n)) * elemSize(c.dtype);
-        // canRun: from the measured crossovers (all-gather 32 KiB, broadcast 128 KiB, others 256 KiB); start() takes
-        // any size, which lets the small counts test the block arithmetic.
+        // canRun: from the measured crossovers (all-gather 32 KiB, broadcast 128 KiB, all-to-all 16 MiB, others
+        // 256 KiB); start() takes any size, which lets the small counts test the block arithmetic.
         const size_t threshold = c.coll == Coll::AllGather   ? 32 << 10
                                  : c.coll == Coll::Broadcast ? 128 << 10
+                                 : c.coll == Coll::AlltoAll  ? 16 << 20
                                                              : 256 << 10;
         if (st.copy->canRun(c) != (message >= threshold))
           return fmt::format("canRun({}) is {} for {} bytes", describeCall(c), st.copy->canRun(c), message);
@@ -678,7 +691,7 @@ std::string singleCopyCases(Rank& st, uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("single copy: all-reduce, reduce-scatter, all-gather, broadcast; odd counts; in place",
+TEST_CASE("single copy: all-reduce, reduce-scatter, all-gather, broadcast, all-to-all; odd counts; in place",
           "[shortcuts][copy][fork]") {
   SECTION("3 processes (process_vm_readv/writev)") {
     const boot::UniqueId id = boot::createUniqueId();

@@ -16,9 +16,13 @@
 
 namespace hoccl::transport::shm {
 
-PeerMaps::~PeerMaps() {
-  for (auto& maps : byPeer_)
+PeerMaps::~PeerMaps() { releaseAll(); }
+
+void PeerMaps::releaseAll() {
+  for (auto& maps : byPeer_) {
     for (Mapping& m : maps) munmap(m.base, m.bytes);
+    maps.clear();
+  }
 }
 
 size_t PeerMaps::held() const {

@@ -3,7 +3,8 @@
 /// (peer, file): a peer's block is opened once through /proc/<pid>/fd/<fd>, checked (the inode it published, its
 /// size, the seals that keep it from shrinking, so a mapping can never fault), mapped whole and kept. A cached
 /// mapping is dropped when the peer publishes another file under the same descriptor number (it freed the old one),
-/// when the peer's cache is full (least recently used first), and with the communicator. The kernel keeps a freed
+/// when the peer's cache is full (least recently used first), when a call of the communicator fails (a peer may have
+/// died: its memory is not kept alive here), and with the communicator. The kernel keeps a freed
 /// or a dead peer's memory for as long as this process maps it, so a mapping never points at nothing.
 #pragma once
 
@@ -38,6 +39,8 @@ class PeerMaps {
   char* map(int peer, const SharedDesc& desc, uint64_t published, size_t bytes, const std::string& who);
   /// Mappings held now (for tests).
   size_t held() const;
+  /// Unmaps every peer's blocks (after a failed call: a dead peer's memory is not kept alive by this process).
+  void releaseAll();
 
  private:
   struct Mapping {

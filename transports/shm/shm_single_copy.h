@@ -8,10 +8,11 @@
 /// shared memory, so every rank sees the same and takes the same path), the copies run over mappings of the peers'
 /// buffers instead (shm_zero_copy.h): plain loads and stores, no system call.
 ///
-/// Operating range: all-reduce, all-gather, reduce-scatter and broadcast with a built-in op, host memory, when every
-/// pair of ranks may read each other's memory (probed once at init), from a message size that is the measured
-/// crossover against the slot schedules: HOCCL_CMA_MIN_BYTES when set (0 turns the shortcut off), else all-gather
-/// from 32 KiB, broadcast from 128 KiB, all-reduce and reduce-scatter from 256 KiB (docs/performance.md).
+/// Operating range: all-reduce, all-gather, reduce-scatter, broadcast and all-to-all (with a built-in op), host
+/// memory, when every pair of ranks may read each other's memory (probed once at init), from a message size that is
+/// the measured crossover against the slot schedules: HOCCL_CMA_MIN_BYTES when set (0 turns the shortcut off), else
+/// all-gather from 32 KiB, broadcast from 128 KiB, all-reduce and reduce-scatter from 256 KiB, all-to-all from 16 MiB
+/// (the larger buffer; docs/performance.md).
 #pragma once
 
 #include <memory>
@@ -35,6 +36,8 @@ class SingleCopyShortcut final : public Shortcut {
   double predictSeconds(const CollCall& call, const topo::LinkModel& model) const override;
   /// Starts the call: nothing happens until the first poll.
   std::unique_ptr<ShortcutOp> start(const CollCall& call) override;
+  /// Unmaps the peers' registered buffers held in the cache.
+  void releasePeerMemory() override { maps_->releaseAll(); }
 
  private:
   std::shared_ptr<ArenaSession> session_;

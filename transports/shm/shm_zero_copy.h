@@ -6,7 +6,9 @@
 ///                   time, and copies the finished piece, still in cache, into every peer's output;
 ///   reduce-scatter  rank r reduces its output block from every rank's input;
 ///   all-gather      rank r copies every rank's input straight into its output;
-///   broadcast       every receiver copies the root's input into its output.
+///   broadcast       every receiver copies the root's input into its output;
+///   all-to-all      rank r copies block r of every rank's input into its output (shm_single_copy.cc runs it: an
+///                   in-place rank stages the peers' blocks until the closing round).
 /// Every byte is read from its source once and written to its destination once. The caller has checked the ranges
 /// against what every peer published and runs the closing round afterwards.
 #pragma once
