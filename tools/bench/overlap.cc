@@ -1,6 +1,6 @@
 // tools/bench/overlap: communication hidden behind compute (issue 18, docs/overlap.md), measured on host memory.
 //
-//   overlap [--m ROWS] [--k INNER] [--n COLS] [--iters N] [--check-only]
+//   overlap [--m ROWS] [--k INNER] [--n COLS] [--iters N]
 //
 // Run on every rank (hoccl-run -n 4 build/tools/bench/overlap, or tools/cluster/run -- build/tools/bench/overlap).
 // Three experiments, each sequential against overlapped, float32, integer-valued data (every sum exact, so the
