@@ -7,9 +7,9 @@
 runs every torch.distributed collective on CPU tensors through hoccl: all_reduce (every ReduceOp: SUM, PRODUCT,
 MIN, MAX, AVG, PREMUL_SUM natively, BAND/BOR/BXOR through an all-gather), all_gather (list and into one tensor),
 reduce_scatter (list and from one tensor), broadcast, reduce, all_to_all (list and single, with split sizes),
-gather, scatter, send/recv (tags are ignored: hoccl matches messages per peer in call order), barrier. Each
-process group owns one hoccl communicator and one worker thread; calls return a Work at once (``async_op=True``)
-whose ``wait()`` and ``get_future()`` complete when the worker ran it.
+gather, scatter, send/recv (tag 0 only: hoccl matches messages per peer in call order; another tag raises
+ValueError), barrier. Each process group owns one hoccl communicator and one worker thread; calls return a Work at
+once (``async_op=True``) whose ``wait()`` and ``get_future()`` complete when the worker ran it.
 
 * The communicator's unique id travels through the store torch gives the backend; ``new_group`` makes a fresh
   communicator the same way (torch calls the backend only on the new group's members), ``split_group`` is

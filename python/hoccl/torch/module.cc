@@ -8,6 +8,7 @@
 
 #include "hoccl/paro.h"
 #include "python/hoccl/torch/process_group.h"
+#include "python/hoccl/torch/tensor_check.h"
 
 namespace py = pybind11;
 using hoccl_torch::ProcessGroupHoccl;
@@ -76,6 +77,11 @@ PYBIND11_MODULE(_c10d, m) {
       "Creates the backend: rank 0 publishes a hoccl unique id in the store, every rank joins the communicator");
   m.def("paro_create", &paroCreate, py::arg("parent"), py::arg("strategy"), py::arg("level"),
         "hocclParoCreate over parent's communicator: a dict of the layout and the intra/inter/global backends");
+  m.def(
+      "_check_device", [](const std::string& device) { hoccl_torch::checkDevice(at::Device(device), "test"); },
+      py::arg("device"),
+      "The backend's device check for a device name (raises ValueError unless it is the CPU); for tests on machines "
+      "without that device");
   m.def(
       "version",
       [] {

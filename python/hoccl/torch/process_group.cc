@@ -500,9 +500,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::alltoall(std::vector<at::Tenso
   });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::send(std::vector<at::Tensor>& tensors, int dstRank, int) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
   checkSingle(tensors, "send");
   checkTensor(tensors[0], "send");
+  checkTag(tag, "send", rank_, dstRank);
   TORCH_CHECK_VALUE(dstRank >= 0 && dstRank < size_ && dstRank != rank_, "hoccl send: peer ", dstRank,
                     " is not another rank of this group of ", size_);
   at::Tensor t = tensors[0];
@@ -514,9 +515,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::send(std::vector<at::Tensor>& 
       /*p2p=*/true);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::recv(std::vector<at::Tensor>& tensors, int srcRank, int) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
   checkSingle(tensors, "recv");
   checkTensor(tensors[0], "recv");
+  checkTag(tag, "recv", rank_, srcRank);
   TORCH_CHECK_VALUE(srcRank >= 0 && srcRank < size_ && srcRank != rank_, "hoccl recv: peer ", srcRank,
                     " is not another rank of this group of ", size_, " (hoccl has no receive from any source)");
   at::Tensor t = tensors[0];

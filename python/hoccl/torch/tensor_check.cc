@@ -33,12 +33,30 @@ void checkTensor(const at::Tensor& t, const char* collective) {
   TORCH_CHECK_VALUE(t.defined(), "hoccl ", collective, ": got an undefined tensor");
   TORCH_CHECK_VALUE(t.layout() == at::kStrided, "hoccl ", collective, ": sparse tensors are not supported (layout ",
                     t.layout(), ")");
-  TORCH_CHECK_VALUE(t.device().is_cpu(), "hoccl ", collective, ": the hoccl backend serves CPU tensors, got one on ",
-                    t.device(), "; move it with .cpu() or give that device its own backend (e.g. \"cpu:hoccl,",
-                    t.device().type() == at::kCUDA ? "cuda:nccl" : "cuda:...", "\")");
+  checkDevice(t.device(), collective);
   TORCH_CHECK_VALUE(t.is_contiguous(), "hoccl ", collective, ": the tensor of shape ", t.sizes(), " and strides ",
                     t.strides(), " is not contiguous; pass t.contiguous() (and copy the result back)");
   hocclType(t.scalar_type(), collective);
+}
+
+void checkDevice(const at::Device& device, const char* collective) {
+  if (device.is_cpu()) return;
+  if (device.is_cuda()) {
+    TORCH_CHECK_VALUE(false, "hoccl ", collective, ": the hoccl backend serves CPU tensors, got one on ", device,
+                      "; hoccl's device path (stream-ordered GPU buffers, docs/cuda.md) is not wired into this "
+                      "torch backend yet. Move the tensor with .cpu(), or give CUDA its own backend: "
+                      "init_process_group(\"cpu:hoccl,cuda:nccl\")");
+  }
+  TORCH_CHECK_VALUE(false, "hoccl ", collective, ": the hoccl backend serves CPU tensors, got one on ", device,
+                    "; move it with .cpu() or give that device its own backend (backend=\"cpu:hoccl,",
+                    c10::DeviceTypeName(device.type(), /*lower_case=*/true), ":...\")");
+}
+
+void checkTag(int tag, const char* what, int rank, int peer) {
+  TORCH_CHECK_VALUE(tag == 0, "hoccl ", what, " on rank ", rank, " (peer ", peer, "): tag ", tag,
+                    " cannot be honoured: hoccl matches the messages between two ranks in call order and has no tags, "
+                    "so only tag 0 (the default) is accepted. Use tag 0 and post the receives in the order of the "
+                    "sends, or use the gloo backend for tagged messages");
 }
 
 void checkSame(const std::vector<at::Tensor>& ts, const at::Tensor& like, int64_t numel, const char* collective) {

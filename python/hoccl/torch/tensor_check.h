@@ -2,6 +2,7 @@
 /// What the "hoccl" c10d backend accepts, checked on the caller's thread before anything is queued: dense,
 /// contiguous CPU tensors of a dtype hoccl has, and the reduction ops it can run. Every refusal is a c10::Error whose
 /// Python type is ValueError (bad argument) or TypeError (dtype), naming the collective and what to do instead.
+/// Also the send/recv tag rule (tags other than 0 are refused).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -15,6 +16,12 @@ namespace hoccl_torch {
 hocclDataType_t hocclType(at::ScalarType type, const char* collective);
 /// Refuses undefined, sparse, non-CPU or non-contiguous tensors and dtypes hoccl lacks.
 void checkTensor(const at::Tensor& t, const char* collective);
+/// Refuses a device other than the CPU; for a CUDA device the message says that hoccl's device path (docs/cuda.md)
+/// is not wired into this backend and what to use instead. (Separate so that tests without a GPU can reach it.)
+void checkDevice(const at::Device& device, const char* collective);
+/// Refuses a send/recv tag other than 0: hoccl matches the messages between two ranks in call order and has no
+/// tags, so a tag could only be ignored, and an ignored tag can pair the wrong messages silently.
+void checkTag(int tag, const char* what, int rank, int peer);
 /// checkTensor on each, and every tensor of the same dtype as `like` (and numel, when numel >= 0).
 void checkSame(const std::vector<at::Tensor>& ts, const at::Tensor& like, int64_t numel, const char* collective);
 /// Exactly one tensor in the list (this backend serves one device per process).
