@@ -134,7 +134,14 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
     keep = s;
     if ((seed & 1) == 0) {
       hocclRedOpDestroy(realOp, comm);
-      hocclRedOpCreatePreMulSum(&realOp, keep.data(), dt, hocclScalarDevice, comm);
+      void* where = keep.data();
+      if (gDevice) {  // device mode: the scalar in device memory, as NCCL's users pass it
+        static thread_local void* deviceScalar = nullptr;
+        if (!deviceScalar) MP_CHECK(rank, hocclDeviceMalloc(&deviceScalar, 16));
+        MP_CHECK(rank, hocclDeviceMemcpy(deviceScalar, keep.data(), elem));
+        where = deviceScalar;
+      }
+      hocclRedOpCreatePreMulSum(&realOp, where, dt, hocclScalarDevice, comm);
     }
   }
   std::vector<double> input = makeInput(seed, rank, bc.input, dt, op == kPreMulSum ? hocclSum : op);
@@ -452,7 +459,8 @@ int main(int argc, char** argv) {
     if (gRegistered) {  // which path ran: peers' blocks stay mapped here (cached) only when zero copy ran
       const int mapped = peerBlocksMapped();
       if (gRegistered == 1 && n > 1 && mapped == 0)
-        return fail(rank, "every rank registered its buffers, but no peer's block was ever mapped: zero copy never ran");
+        return fail(rank,
+                    "every rank registered its buffers, but no peer's block was ever mapped: zero copy never ran");
       if (gRegistered == 2 && mapped != 0)
         return fail(rank, "only some ranks registered, yet " + std::to_string(mapped) +
                               " peer blocks are mapped: zero copy ran where it must fall back");

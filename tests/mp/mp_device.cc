@@ -27,25 +27,34 @@ bool has(const char* text, const char* part) { return std::strstr(text, part) !=
 int ordering(hocclComm_t comm, int rank, int n) {
   hoccl::device::Device* dev = hoccl::device::current();
   if (!dev || !dev->simulated()) return fail(rank, "HOCCL_DEVICE=sim did not give the simulated device");
+  const char* hostAccess = std::getenv("HOCCL_SIM_HOST_ACCESS");
+  if (dev->hostAccessible() != (hostAccess && std::string(hostAccess) == "1"))
+    return fail(rank, "the simulated device's host access does not follow HOCCL_SIM_HOST_ACCESS (default: strict)");
   const size_t count = 100003;
   float *in = nullptr, *out = nullptr;
   MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&in), count * sizeof(float)));
   MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&out), count * sizeof(float)));
   hocclStream_t s = nullptr;
   MP_CHECK(rank, hocclStreamCreate(&s));
-  // Earlier work on the stream: after a pause, writes the input (the simulated device's memory is host-mapped).
+  // Earlier work on the stream: after a pause, the device copies the input into place (the host cannot write device
+  // memory: the simulated device is strict by default, as a GPU).
+  std::vector<float> hostIn(count);
+  for (size_t i = 0; i < count; ++i) hostIn[i] = float(rank + 1) + float(i % 7);
+  float *prepared = nullptr, *snapshot = nullptr;
+  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&prepared), count * sizeof(float)));
+  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&snapshot), count * sizeof(float)));
+  MP_CHECK(rank, hocclDeviceMemcpy(prepared, hostIn.data(), count * sizeof(float)));
   std::atomic<bool> written{false};
-  dev->launchHostFunc(s, [&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    for (size_t i = 0; i < count; ++i) in[i] = float(rank + 1) + float(i % 7);
-    written = true;
-  });
+  dev->launchHostFunc(s, [] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
+  dev->launchCopy(s, in, prepared, count * sizeof(float));
+  dev->launchHostFunc(s, [&] { written = true; });
   MP_CHECK(rank, hocclAllReduce(in, out, count, hocclFloat, hocclSum, comm, s));
   if (written.load()) return fail(rank, "hocclAllReduce on device buffers waited for the stream's earlier work");
-  // Later work: reads the result.
+  // Later work: the device copies the result aside.
   std::vector<float> seen(count, -1.0f);
-  dev->launchHostFunc(s, [&] { std::memcpy(seen.data(), out, count * sizeof(float)); });
+  dev->launchCopy(s, snapshot, out, count * sizeof(float));
   MP_CHECK(rank, hocclStreamSynchronize(s));
+  MP_CHECK(rank, hocclDeviceMemcpy(seen.data(), snapshot, count * sizeof(float)));
   const float base = float(n) * float(n + 1) / 2;
   for (size_t i = 0; i < count; ++i)
     if (seen[i] != base + float(n) * float(i % 7))
@@ -109,6 +118,8 @@ int ordering(hocclComm_t comm, int rank, int n) {
   MP_CHECK(rank, hocclDeviceFree(b));
   MP_CHECK(rank, hocclDeviceFree(in));
   MP_CHECK(rank, hocclDeviceFree(out));
+  MP_CHECK(rank, hocclDeviceFree(prepared));
+  MP_CHECK(rank, hocclDeviceFree(snapshot));
   MP_CHECK(rank, hocclStreamDestroy(s));
   return 0;
 }
