@@ -246,8 +246,10 @@ bool advance(Cursor& c) {
       try {
         moved |= ch->progress();
       } catch (const Error& e) {
-        throw Error(e.code(), fmt::format("{}: {} step {}/{} failed: {}", c.comm->describe(), t.what(), c.step + 1,
-                                          t.schedule->steps.size(), e.what()));
+        throw Error(e.code(),
+                    fmt::format("{}: {} step {}/{} failed: {}", c.comm->describe(), t.what(), c.step + 1,
+                                t.schedule->steps.size(), e.what()),
+                    e.breaksCommunicator());
       }
       pending |= ch->pending() > 0;
     }

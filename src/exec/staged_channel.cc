@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -22,6 +23,8 @@
 
 namespace hoccl::exec {
 namespace {
+
+constexpr uint64_t kHelloMagic = 0x6567617453636f48;  // "HocStage"
 
 size_t pieceBytesFromParams() {
   const auto bytes = static_cast<size_t>(params::STAGING_CHUNK.get());
@@ -72,8 +75,44 @@ void StagedChannel::freeSlots() {
   }
 }
 
+void StagedChannel::sayHello() {
+  helloSent_ = true;
+  helloOut_ = Hello{kHelloMagic, pieceBytes_};
+  wire_.postSend(&helloOut_, sizeof helloOut_);
+  onWire_.push_back(SendPiece{-1, 0, nullptr});
+}
+
+void StagedChannel::expectHello() {
+  helloExpected_ = true;
+  transport::RecvTarget t;
+  t.granule = 1;
+  auto got = std::make_shared<std::vector<char>>();
+  t.sink = [this, got](const void* data, size_t, size_t n) {
+    got->insert(got->end(), static_cast<const char*>(data), static_cast<const char*>(data) + n);
+    if (got->size() < sizeof(Hello)) return;
+    --wireRecvsOpen_;
+    Hello h{};
+    std::memcpy(&h, got->data(), sizeof h);
+    if (h.magic != kHelloMagic)
+      throw Error(hocclInvalidUsage,
+                  fmt::format("rank {} did not stage its data where this rank stages device buffers through host "
+                              "memory: every rank of a call must pass device buffers when one does",
+                              peer()),
+                  true);
+    if (h.pieceBytes != pieceBytes_)
+      throw Error(hocclInvalidUsage,
+                  fmt::format("rank {} stages device buffers in pieces of {} bytes, this rank in pieces of {}: set "
+                              "HOCCL_STAGING_CHUNK to the same value on every rank",
+                              peer(), h.pieceBytes, pieceBytes_),
+                  true);  // the ranks no longer agree on the messages: the communicator is unusable
+  };
+  wire_.postRecv(sizeof(Hello), std::move(t));
+  ++wireRecvsOpen_;
+}
+
 void StagedChannel::postSend(const void* data, size_t bytes) {
   if (bytes == 0) return;
+  if (!helloSent_) sayHello();
   sends_.push_back(SendOp{static_cast<const char*>(data), bytes});
   launchCopies();
 }
@@ -94,6 +133,7 @@ void StagedChannel::postRecvReduce(void* dst, const void* src, size_t n, hocclDa
 }
 
 void StagedChannel::postRecvPieces(RecvOp* op) {
+  if (!helloExpected_) expectHello();
   for (size_t start = 0; start < op->bytes; start += pieceBytes_) {
     const size_t len = std::min(pieceBytes_, op->bytes - start);
     transport::RecvTarget t;
@@ -181,9 +221,10 @@ bool StagedChannel::reclaim() {
   while (onWire_.size() > sendsOpen) {
     const SendPiece p = onWire_.front();
     onWire_.pop_front();
+    moved = true;
+    if (!p.op) continue;  // the hello
     p.op->finished += p.len;
     freeSend_.push_back(p.slot);
-    moved = true;
   }
   while (!landing_.empty() && dev_.query(recvSlots_[static_cast<size_t>(landing_.front().slot)].done)) {
     const RecvPiece p = landing_.front();

@@ -13,6 +13,10 @@
 ///   device's reduce kernel reading the (device-mapped) slot; the wire keeps receiving while the device works.
 /// - Slots: HOCCL_STAGING_SLOTS pinned buffers per direction and peer, allocated once and kept.
 /// - Zero-byte transfers complete at once and never reach the wire (on both sides).
+/// - Agreement: the first staged send to a peer is preceded by a 16-byte hello (a magic word and the piece size), and
+///   the first staged receive checks the peer's: different piece sizes, or a peer that sends unstaged data where
+///   this rank stages (host buffers there, device buffers here), fail with hocclInvalidUsage naming the peer and what
+///   to set, instead of mismatched messages.
 /// - An operation is complete once its bytes are on the wire (sends) or in device memory (receives); a failed device
 ///   operation is reported by the stream's synchronisation when the channel goes idle.
 #pragma once
@@ -78,6 +82,12 @@ class StagedChannel final : public transport::Channel {
     RecvOp* op;
   };
 
+  struct Hello {
+    uint64_t magic;
+    uint64_t pieceBytes;
+  };
+  void sayHello();
+  void expectHello();
   void postRecvPieces(RecvOp* op);
   void deliver(RecvOp* op, size_t at, const void* data, size_t len);
   int takeRecvSlot();
@@ -99,6 +109,8 @@ class StagedChannel final : public transport::Channel {
   std::deque<RecvPiece> landing_;  // host-to-device copy or reduction launched
   size_t wireRecvsOpen_ = 0;       // receive pieces posted to the wire and not yet fully delivered
   bool busy_ = false;              // device work launched since the last synchronisation
+  bool helloSent_ = false, helloExpected_ = false;
+  Hello helloOut_{};  // what this side sends (stays valid while on the wire)
 };
 
 }  // namespace hoccl::exec
