@@ -98,6 +98,13 @@
   STRING(DEVICE, "",                                                                                                   \
          "Device for device buffers: sim (the simulated device: CPU memory tagged as device memory, streams as "       \
          "threads; for tests), cuda or none. Unset: CUDA device 0 when the driver finds a GPU, else none")             \
+  INT(SIM_HOST_ACCESS, 0, 0, 1,                                                                                        \
+      "Simulated device only: 1 lets host code read and write its device memory directly (a GPU's host cannot); "      \
+      "0 (strict, as a GPU) maps device memory with no host access, so a direct host access faults")                   \
+  INT(STAGING_CHUNK, 1048576, 4096, int64_t{1} << 30,                                                                  \
+      "Bytes per piece when device buffers are staged through pinned host memory (a GPU with the shm or tcp "          \
+      "transport); rounded down to a multiple of 64. Must be the same on every rank")                                  \
+  INT(STAGING_SLOTS, 4, 2, 64, "Pinned host staging buffers per peer and direction (of STAGING_CHUNK bytes each)")     \
   /* Identity and topology (topology/, src/comm/topo_probe.cc) */                                                      \
   STRING(HOSTID, "", "Override the host identity (emulate several hosts on one machine)")                              \
   STRING(SWITCH_ID, "", "This rank's switch identity (ranks with equal ids share a switch)")                           \

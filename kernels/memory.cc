@@ -66,6 +66,7 @@ class DeviceOps final : public MemoryOps {
 }  // namespace
 
 void setDeviceStream(void* stream) { tlsStream = stream; }
+void* deviceStream() { return tlsStream; }
 
 const char* memoryKindName(MemoryKind kind) {
   switch (kind) {

@@ -66,6 +66,8 @@ const MemoryOps& memoryOps(MemoryKind kind);
 /// The device stream on which this thread's device MemoryOps launch (null: the device's default stream). The
 /// communicator's proxy thread sets its internal stream.
 void setDeviceStream(void* stream);
+/// The calling thread's device stream (setDeviceStream; null: the device's default stream).
+void* deviceStream();
 
 /// The operations on host memory (the CPU kernels): what every host-kind call uses.
 const MemoryOps& hostMemoryOps();

@@ -102,6 +102,19 @@ class CudaDevice final : public Device {
     if (bytes) check(api_.memcpy(addr(dst), addr(src), bytes), "cuMemcpy");
   }
 
+  void* mallocHost(size_t bytes) override {
+    bind();
+    void* p = nullptr;
+    check(api_.memHostAlloc(&p, bytes == 0 ? 1 : bytes, kHostAllocDeviceMap | kHostAllocPortable),
+          fmt::format("cuMemHostAlloc of {} bytes", bytes));
+    return p;
+  }
+  void freeHost(void* ptr) override {
+    if (!ptr) return;
+    bind();
+    check(api_.memFreeHost(ptr), fmt::format("cuMemFreeHost of {}", ptr));
+  }
+
   Stream createStream() override {
     bind();
     void* s = nullptr;

@@ -44,8 +44,9 @@ class Device {
   virtual bool simulated() const = 0;
   /// The device ordinal (hocclCommCuDevice).
   virtual int ordinal() const = 0;
-  /// True when host code can read and write this device's memory directly (the simulated device). Today's transports
-  /// move device buffers only then; a GPU's need the staging pipeline or the CUDA IPC transport (docs/cuda.md).
+  /// True when host code can read and write this device's memory directly (only the simulated device with
+  /// HOCCL_SIM_HOST_ACCESS=1). When false, the executor stages device buffers through pinned host memory with device
+  /// copies (src/exec/staged_channel.h) and never touches them from the host (docs/cuda.md).
   virtual bool hostAccessible() const = 0;
 
   /// Allocates bytes of device memory (at least 256-byte aligned; 0 bytes gives a valid unique pointer).
@@ -56,6 +57,11 @@ class Device {
   virtual bool owns(const void* ptr) const = 0;
   /// Copies bytes between any two of host and device memory, synchronously (after the default stream's work).
   virtual void memcpy(void* dst, const void* src, size_t bytes) = 0;
+  /// Allocates bytes of pinned host memory that the device's copies and kernels can read and write at the same
+  /// address (CUDA: cuMemHostAlloc, device-mapped and portable); the host reads and writes it as usual.
+  virtual void* mallocHost(size_t bytes) = 0;
+  /// Frees memory of mallocHost (null is ignored).
+  virtual void freeHost(void* ptr) = 0;
 
   /// A new stream.
   virtual Stream createStream() = 0;
@@ -88,7 +94,8 @@ class Device {
   /// Releases a word of allocFlag.
   virtual void freeFlag(uint32_t* flag) = 0;
 
-  /// Enqueues dst = src (bytes, no overlap) on stream.
+  /// Enqueues dst = src (bytes, no overlap) on stream. Either side may be device memory, memory of mallocHost or
+  /// (as for cuMemcpyAsync) ordinary host memory. The kernels below take only device memory and memory of mallocHost.
   virtual void launchCopy(Stream stream, void* dst, const void* src, size_t bytes) = 0;
   /// Enqueues dst[i] = op(a[i], b[i]) for n elements (dst may equal a or b exactly).
   virtual void launchReduce(Stream stream, void* dst, const void* a, const void* b, size_t n, hocclDataType_t dt,

@@ -3,6 +3,14 @@
  * throws records the stream's first error, which synchronize() reports. Waits queued on a stream (an event of another
  * stream, a host flag) follow base/wait.h and give up after HOCCL_TIMEOUT, recording an error instead of hanging.
  * Allocations are memfd mappings; a peer imports one by opening /proc/<pid>/fd/<fd> of the exporter (same user).
+ *
+ * Strict mode (HOCCL_SIM_HOST_ACCESS=0, the default) models a GPU's separate memory: every allocation is mapped
+ * twice, once without any access (the address malloc returns, which the host, the user and hoccl see) and once read-
+ * write (the "device view", private to this file). Copies and kernels translate their pointers to the device view
+ * when they run, so they work as on a GPU; host code that reads or writes device memory directly faults (SIGSEGV),
+ * as it would on a GPU. The kernels also refuse pageable host memory (a GPU kernel can read only device memory and
+ * pinned, device-mapped host memory: mallocHost), and an access past the end of an allocation. With
+ * HOCCL_SIM_HOST_ACCESS=1 both views are one read-write mapping (the host may touch device memory).
  */
 #include "kernels/device/sim_device.h"
 
@@ -120,14 +128,36 @@ struct Allocation {
   size_t mapped = 0;  // bytes mapped
   int fd = -1;        // memfd of an own allocation, -1 for an imported one
   bool imported = false;
+  char* rw = nullptr;  // the device view (read-write); the same address as the allocation's when not strict
 };
+
+// Maps `bytes` of fd twice in strict mode (a no-access view for everybody, returned, and the read-write device view,
+// in *rw), once read-write otherwise. Returns MAP_FAILED (errno set) on failure.
+void* mapViews(int fd, size_t bytes, bool strict, char** rw) {
+  void* dev = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (dev == MAP_FAILED) return MAP_FAILED;
+  *rw = static_cast<char*>(dev);
+  if (!strict) return dev;
+  void* user = mmap(nullptr, bytes, PROT_NONE, MAP_SHARED, fd, 0);
+  if (user == MAP_FAILED) {
+    const int err = errno;
+    munmap(dev, bytes);
+    errno = err;
+  }
+  return user;
+}
+
+void unmapViews(void* user, const Allocation& a) {
+  munmap(user, a.mapped);
+  if (a.rw != user) munmap(a.rw, a.mapped);
+}
 
 class SimDevice final : public Device {
  public:
   std::string name() const override { return "simulated device 0 (CPU, HOCCL_DEVICE=sim)"; }
   bool simulated() const override { return true; }
   int ordinal() const override { return 0; }
-  bool hostAccessible() const override { return true; }
+  bool hostAccessible() const override { return !strict_; }
 
   void* malloc(size_t bytes) override {
     const size_t mapped = (bytes + kPage - 1) / kPage * kPage + (bytes == 0 ? kPage : 0);
@@ -138,14 +168,15 @@ class SimDevice final : public Device {
       close(fd);
       throwSystemError(fmt::format("simulated device: cannot size a device allocation of {} bytes", bytes), err);
     }
-    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    char* rw = nullptr;
+    void* p = mapViews(fd, mapped, strict_, &rw);
     if (p == MAP_FAILED) {
       const int err = errno;
       close(fd);
       throwSystemError(fmt::format("simulated device: cannot map a device allocation of {} bytes", bytes), err);
     }
     std::lock_guard<std::mutex> l(mu_);
-    allocs_[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, mapped, fd, false};
+    allocs_[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, mapped, fd, false, rw};
     return p;
   }
 
@@ -163,7 +194,7 @@ class SimDevice final : public Device {
       a = it->second;
       allocs_.erase(it);
     }
-    munmap(ptr, a.mapped);
+    unmapViews(ptr, a);
     close(a.fd);
   }
 
@@ -179,7 +210,25 @@ class SimDevice final : public Device {
 
   void memcpy(void* dst, const void* src, size_t bytes) override {
     synchronize(nullptr);
-    if (bytes) std::memcpy(dst, src, bytes);
+    if (bytes) std::memcpy(view(dst, bytes, Access::Copy), view(src, bytes, Access::Copy), bytes);
+  }
+
+  void* mallocHost(size_t bytes) override {
+    void* p = nullptr;
+    const int err = posix_memalign(&p, kPage, std::max<size_t>(bytes, 1));
+    if (err != 0) throwSystemError(fmt::format("simulated device: pinned host allocation of {} bytes", bytes), err);
+    std::lock_guard<std::mutex> l(mu_);
+    pinned_[reinterpret_cast<uintptr_t>(p)] = std::max<size_t>(bytes, 1);
+    return p;
+  }
+  void freeHost(void* ptr) override {
+    if (!ptr) return;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (pinned_.erase(reinterpret_cast<uintptr_t>(ptr)) == 0)
+        throwInvalidArgument(fmt::format("simulated device: freeHost of {}, which is not from mallocHost", ptr));
+    }
+    ::free(ptr);
   }
 
   Stream createStream() override {
@@ -246,20 +295,39 @@ class SimDevice final : public Device {
   void freeFlag(uint32_t* flag) override { delete flag; }
 
   void launchCopy(Stream stream, void* dst, const void* src, size_t bytes) override {
-    get(stream).push([=] { kernels::sim::copy(dst, src, bytes); });
+    if (!bytes) return;
+    void* d = view(dst, bytes, Access::Copy);
+    const void* s = view(src, bytes, Access::Copy);
+    get(stream).push([=] { kernels::sim::copy(d, s, bytes); });
   }
   void launchReduce(Stream stream, void* dst, const void* a, const void* b, size_t n, hocclDataType_t dt,
                     kernels::BinOp op) override {
-    get(stream).push([=] { kernels::sim::reduce(dst, a, b, n, dt, op); });
+    if (!n) return;
+    const size_t bytes = n * kernels::typeSize(dt);
+    void* d = view(dst, bytes, Access::Kernel);
+    const void* x = view(a, bytes, Access::Kernel);
+    const void* y = view(b, bytes, Access::Kernel);
+    get(stream).push([=] { kernels::sim::reduce(d, x, y, n, dt, op); });
   }
   void launchScale(Stream stream, void* dst, const void* src, size_t n, hocclDataType_t dt,
                    const void* scalar) override {
+    if (strict_ && owns(scalar))
+      throwInvalidArgument(
+          fmt::format("simulated device: the scalar of a scale kernel ({}) is device memory; the "
+                      "kernel takes it from host memory (copy it to the host first)",
+                      scalar));
     uint64_t value = 0;  // read before the call returns, as documented
     std::memcpy(&value, scalar, kernels::typeSize(dt));
-    get(stream).push([=] { kernels::sim::scale(dst, src, n, dt, &value); });
+    if (!n) return;
+    const size_t bytes = n * kernels::typeSize(dt);
+    void* d = view(dst, bytes, Access::Kernel);
+    const void* s = view(src, bytes, Access::Kernel);
+    get(stream).push([=] { kernels::sim::scale(d, s, n, dt, &value); });
   }
   void launchDivide(Stream stream, void* data, size_t n, hocclDataType_t dt, int divisor) override {
-    get(stream).push([=] { kernels::sim::divide(data, n, dt, divisor); });
+    if (!n) return;
+    void* d = view(data, n * kernels::typeSize(dt), Access::Kernel);
+    get(stream).push([=] { kernels::sim::divide(d, n, dt, divisor); });
   }
 
   IpcHandle exportHandle(const void* ptr) override {
@@ -286,12 +354,13 @@ class SimDevice final : public Device {
     const std::string path = fmt::format("/proc/{}/fd/{}", pid, fd);
     const int local = open(path.c_str(), O_RDWR | O_CLOEXEC);
     if (local < 0) throwSystemError("simulated device: cannot open a peer's device allocation at " + path, errno);
-    void* p = mmap(nullptr, handle.size, PROT_READ | PROT_WRITE, MAP_SHARED, local, 0);
+    char* rw = nullptr;
+    void* p = mapViews(local, handle.size, strict_, &rw);
     const int err = errno;
     close(local);
     if (p == MAP_FAILED) throwSystemError("simulated device: cannot map a peer's device allocation " + path, err);
     std::lock_guard<std::mutex> l(mu_);
-    allocs_[reinterpret_cast<uintptr_t>(p)] = Allocation{handle.size, handle.size, -1, true};
+    allocs_[reinterpret_cast<uintptr_t>(p)] = Allocation{handle.size, handle.size, -1, true, rw};
     return static_cast<char*>(p) + handle.offset;
   }
 
@@ -308,7 +377,7 @@ class SimDevice final : public Device {
       a = it->second;
       allocs_.erase(it);
     }
-    munmap(reinterpret_cast<void*>(base), a.mapped);
+    unmapViews(reinterpret_cast<void*>(base), a);
   }
 
   ~SimDevice() override {
@@ -322,6 +391,38 @@ class SimDevice final : public Device {
   }
 
  private:
+  enum class Access { Copy, Kernel };
+
+  // Where the device's copies and kernels reach [p, p + bytes): the device view of a device allocation (the range must
+  // lie inside it), memory of mallocHost as is, and ordinary host memory as is for a copy (cuMemcpyAsync takes it)
+  // but, in strict mode, not for a kernel (a GPU kernel cannot read pageable host memory). Throws naming the pointer.
+  template <class T>
+  T* view(T* p, size_t bytes, Access access) const {
+    const auto addr = reinterpret_cast<uintptr_t>(p);
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = allocs_.upper_bound(addr);
+    if (it != allocs_.begin()) {
+      --it;
+      const Allocation& a = it->second;
+      const size_t limit = a.imported ? a.mapped : std::max<size_t>(a.size, 1);
+      if (addr < it->first + limit) {
+        if (addr + bytes > it->first + limit)
+          throwInvalidArgument(
+              fmt::format("simulated device: {} bytes at {} run past the end of the device allocation "
+                          "at {:#x} ({} bytes)",
+                          bytes, static_cast<const void*>(p), it->first, limit));
+        return reinterpret_cast<T*>(a.rw + (addr - it->first));
+      }
+    }
+    if (access == Access::Copy || !strict_) return p;
+    auto pin = pinned_.upper_bound(addr);
+    if (pin != pinned_.begin() && addr + bytes <= (--pin)->first + pin->second) return p;
+    throwInvalidArgument(
+        fmt::format("simulated device: a kernel was given {} ({} bytes), which is neither device "
+                    "memory nor pinned host memory (mallocHost); a GPU kernel cannot reach it",
+                    static_cast<const void*>(p), bytes));
+  }
+
   // The stream behind a handle (null: the default stream, made on first use).
   SimStream& get(Stream stream) {
     std::lock_guard<std::mutex> l(mu_);
@@ -338,8 +439,10 @@ class SimDevice final : public Device {
     return *it->second;
   }
 
+  const bool strict_ = params::SIM_HOST_ACCESS.get() == 0;
   mutable std::mutex mu_;
   std::map<uintptr_t, Allocation> allocs_;
+  std::map<uintptr_t, size_t> pinned_;  // mallocHost: address -> bytes
   std::map<Stream, std::unique_ptr<SimStream>> streams_;
   std::unique_ptr<SimStream> defaultStream_;
 };

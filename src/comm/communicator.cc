@@ -15,6 +15,7 @@
 #include "comm/launcher_env.h"
 #include "comm/proxy.h"
 #include "comm/topo_probe.h"
+#include "exec/staged_channel.h"
 #include "kernels/device/device.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -119,7 +120,17 @@ Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::
   HOCCL_INFO(kInit, "{}: ready ({} hosts, {} switches)", describe(), topology_.nhosts, topology_.nswitches);
 }
 
-Communicator::~Communicator() { proxy_.reset(); }
+Communicator::~Communicator() {
+  proxy_.reset();
+  staged_.clear();
+  if (deviceScratch_) {
+    try {
+      device::current()->free(deviceScratch_);
+    } catch (const Error& e) {
+      HOCCL_WARN(kColl, "{}: freeing the device scratch: {}", describe(), e.what());
+    }
+  }
+}
 
 Proxy& Communicator::proxy() {
   if (!proxy_) proxy_ = std::make_unique<Proxy>(*this, device::require("a stream-ordered operation"));
@@ -175,6 +186,26 @@ void* Communicator::scratch(size_t bytes) {
     scratch_.resize(bytes);
   }
   return scratch_.data();
+}
+
+void* Communicator::deviceScratch(size_t bytes) {
+  if (deviceScratch_ && deviceScratchBytes_ >= bytes) return deviceScratch_;
+  device::Device& dev = device::require("device scratch memory");
+  const size_t grown = std::max(bytes, deviceScratchBytes_ * 2);
+  void* p = dev.malloc(grown);
+  if (deviceScratch_) dev.free(deviceScratch_);
+  deviceScratch_ = p;
+  deviceScratchBytes_ = grown;
+  return p;
+}
+
+exec::StagedChannel& Communicator::stagedChannel(int peer) {
+  transport::Channel& wire = channel(peer);
+  if (staged_.empty()) staged_.resize(static_cast<size_t>(nranks_));
+  auto& slot = staged_[static_cast<size_t>(peer)];
+  if (!slot || &slot->wire() != &wire)
+    slot = std::make_unique<exec::StagedChannel>(wire, device::require("staging device buffers"));
+  return *slot;
 }
 
 const Communicator::Decision& Communicator::decide(const transport::CollCall& call, const sched::CollArgs& args,

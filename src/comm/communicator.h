@@ -26,6 +26,9 @@ namespace hoccl {
 
 using topo::ByteCounters;
 class Proxy;
+namespace exec {
+class StagedChannel;
+}
 
 /// A communicator. Created by CommInitRank / CommSplit; one thread drives it at a time.
 class Communicator {
@@ -70,6 +73,12 @@ class Communicator {
   const std::string& transportName(int peer) const;
   /// Scratch memory of at least bytes (grown on demand, kept).
   void* scratch(size_t bytes);
+  /// Device memory of at least bytes on the process's device, for the scratch of schedules on device buffers (grown
+  /// on demand, kept until the communicator is destroyed). Only the proxy's thread uses it.
+  void* deviceScratch(size_t bytes);
+  /// The channel to peer wrapped by the staging pipeline (exec/staged_channel.h), for device buffers the host cannot
+  /// touch; made on first use (the peer must be connected) and kept. Only the proxy's thread uses it.
+  exec::StagedChannel& stagedChannel(int peer);
   /// Byte counters.
   ByteCounters& counters() { return counters_; }
   /// What runs a collective call, chosen once per distinct call shape by the tuner (algo/tuner.h) and cached
@@ -112,7 +121,7 @@ class Communicator {
   topo::Topology topology_;
   std::vector<std::unique_ptr<transport::Transport>> transports_;
   [[noreturn]] void noChannel(int peer) const;
-  kernels::Registrations registrations_;  // before the shortcuts, which use it
+  kernels::Registrations registrations_;                       // before the shortcuts, which use it
   std::vector<std::unique_ptr<transport::Channel>> channels_;  // by rank; null until connected
   std::vector<int> transportIndexOf_;                          // by rank: index in transports_ (-1: this rank)
   bool lazy_ = false;
@@ -121,6 +130,9 @@ class Communicator {
   std::vector<std::unique_ptr<transport::Shortcut>> shortcuts_;
   std::vector<std::string> transportOfPeer_;
   std::vector<char> scratch_;
+  std::vector<std::unique_ptr<exec::StagedChannel>> staged_;  // by rank; freed right after the proxy stops
+  void* deviceScratch_ = nullptr;
+  size_t deviceScratchBytes_ = 0;
   bool oversubscribed_ = false;
   using DecisionKey = std::tuple<int, size_t, int, bool, size_t, size_t, bool, int, int>;
   std::map<DecisionKey, Decision> decisions_;

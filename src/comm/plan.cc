@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "base/wait.h"
+#include "kernels/device/device.h"
 
 namespace hoccl {
 namespace {
@@ -20,6 +21,28 @@ constexpr size_t kAlign = 64;
 size_t alignUp(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 bool rootOnlyOutput(Coll c) { return c == Coll::Reduce || c == Coll::Gather; }
+
+// Whether memory of `kind` must be staged: device memory that the host cannot touch (a GPU's; the simulated
+// device's in strict mode). Then the task's transfers go through staged channels and its scratch is device memory.
+bool needsStaging(kernels::MemoryKind kind) {
+  if (kind != kernels::MemoryKind::Device) return false;
+  const device::Device* dev = device::current();
+  return dev && !dev->hostAccessible();
+}
+
+// The scratch of a task on memory of `kind`: device memory for device buffers, else host memory.
+char* scratchFor(Communicator& comm, kernels::MemoryKind kind, size_t bytes) {
+  return static_cast<char*>(kind == kernels::MemoryKind::Device ? comm.deviceScratch(bytes) : comm.scratch(bytes));
+}
+
+// A PreMulSum scalar for the scale kernel, which reads it from host memory: a scalar in device memory is copied to
+// `host` first (when the op runs, so a stream-ordered call sees what the stream's earlier work wrote).
+const void* hostScalar(const PreMulSumOp& pm, uint64_t& host) {
+  if (pm.residence == hocclScalarHostImmediate) return pm.value.data();
+  if (kernels::classify(pm.pointer) != kernels::MemoryKind::Device) return pm.pointer;
+  device::require("a PreMulSum scalar in device memory").memcpy(&host, pm.pointer, kernels::typeSize(pm.dtype));
+  return &host;
+}
 
 // One collective: schedule, binding, hooks. Scratch is bound later (it is shared by the comm's tasks).
 struct Planned {
@@ -42,6 +65,7 @@ Planned planCollective(const Op& op, const Resolved& r) {
   p.task.binding.dtype = op.dtype;
   p.task.binding.op = kernels::binOpOf(op.op);
   p.task.binding.mem = &kernels::memoryOps(op.recvKind);
+  p.task.binding.staged = needsStaging(op.recvKind);
   p.task.binding.buffers = {const_cast<char*>(static_cast<const char*>(op.sendbuf)), static_cast<char*>(op.recvbuf),
                             nullptr};
   const sched::BufferCounts counts = sched::bufferCounts(args);
@@ -54,9 +78,10 @@ Planned planCollective(const Op& op, const Resolved& r) {
     size_t n = counts.input;
     hocclDataType_t dt = op.dtype;
     const kernels::MemoryOps* mem = p.task.binding.mem;
-    p.task.before = [pm, input, n, dt, &comm, mem]() {
-      const void* scalar = pm.residence == hocclScalarHostImmediate ? pm.value.data() : pm.pointer;
-      mem->scale(comm.scratch(0), input, n, dt, scalar);
+    const kernels::MemoryKind kind = op.recvKind;
+    p.task.before = [pm, input, n, dt, &comm, mem, kind]() {
+      uint64_t copied = 0;
+      mem->scale(scratchFor(comm, kind, 0), input, n, dt, hostScalar(pm, copied));
     };
   }
   if (op.op == hocclAvg && hasOutput) {
@@ -97,6 +122,7 @@ struct PlannedP2P {
   exec::Task task;
   std::vector<std::pair<uint16_t, size_t>> staged;  // binding index -> byte offset in scratch
   size_t stagingBytes = 0;
+  bool device = false;  // on device buffers (then its scratch is device memory)
 };
 
 bool overlaps(const char* a, size_t an, const char* b, size_t bn) { return an && bn && a < b + bn && b < a + an; }
@@ -108,6 +134,21 @@ PlannedP2P planP2P(Communicator& comm, const std::vector<const Op*>& ops) {
   t.what = [n = ops.size()] { return fmt::format("group of {} send/recv", n); };
   t.binding.elemSize = 1;
   t.binding.dtype = hocclUint8;
+  // Device buffers: the local copies run on the device, and the transfers are staged when the host cannot touch
+  // them; then every buffer of the group on this communicator must be device memory.
+  const bool device = ops.front()->onDevice();
+  for (const Op* op : ops)
+    if (op->onDevice() != device && (needsStaging(ops.front()->recvKind) || needsStaging(op->recvKind)))
+      throwInvalidArgument(
+          fmt::format("{}: a group mixes send/recv on host and on device buffers on one "
+                      "communicator, which device memory the host cannot touch does not allow; "
+                      "use one kind of buffer per group and communicator",
+                      comm.describe()));
+  if (device) {
+    t.binding.mem = &kernels::memoryOps(kernels::MemoryKind::Device);
+    t.binding.staged = needsStaging(kernels::MemoryKind::Device);
+  }
+  p.device = device;
   sched::Step staging, step;
   std::vector<std::pair<uint16_t, size_t>> selfSends, selfRecvs;
   auto bytesOf = [](const Op* op) { return op->count * kernels::typeSize(op->dtype); };
@@ -247,13 +288,20 @@ std::vector<exec::Task> planTasks(const std::vector<Op>& ops) {
     std::optional<PlannedP2P> p2pTask;
     if (!p2p.empty()) p2pTask = planP2P(*comm, p2p);
     // Tasks of one communicator run one after another, so they all share its scratch from offset 0.
-    size_t need = p2pTask ? p2pTask->stagingBytes : 0;
+    // (Host and device tasks have scratches of their own.)
+    size_t need = p2pTask && !p2pTask->device ? p2pTask->stagingBytes : 0;
+    size_t needDevice = p2pTask && p2pTask->device ? p2pTask->stagingBytes : 0;
     for (const Planned& p : colls)
-      if (p.task.schedule)
-        need = std::max(need, p.prescaleBytes + p.task.schedule->scratchCount * p.task.binding.elemSize);
+      if (p.task.schedule) {
+        const size_t bytes = p.prescaleBytes + p.task.schedule->scratchCount * p.task.binding.elemSize;
+        size_t& mine = p.task.binding.mem->kind() == kernels::MemoryKind::Device ? needDevice : need;
+        mine = std::max(mine, bytes);
+      }
     char* scratch = static_cast<char*>(comm->scratch(need));
+    char* deviceScratch = needDevice ? static_cast<char*>(comm->deviceScratch(needDevice)) : nullptr;
     if (p2pTask) {
-      for (auto [index, offset] : p2pTask->staged) p2pTask->task.binding.buffers[index] = scratch + offset;
+      char* base = p2pTask->device ? deviceScratch : scratch;
+      for (auto [index, offset] : p2pTask->staged) p2pTask->task.binding.buffers[index] = base + offset;
       tasks.push_back(std::move(p2pTask->task));
     }
     for (Planned& p : colls) {
@@ -261,8 +309,9 @@ std::vector<exec::Task> planTasks(const std::vector<Op>& ops) {
         tasks.push_back(std::move(p.task));
         continue;
       }
-      p.task.binding.buffers[sched::kScratch] = scratch + p.prescaleBytes;
-      if (p.prescaleBytes) p.task.binding.buffers[sched::kInput] = scratch;
+      char* base = p.task.binding.mem->kind() == kernels::MemoryKind::Device ? deviceScratch : scratch;
+      p.task.binding.buffers[sched::kScratch] = base + p.prescaleBytes;
+      if (p.prescaleBytes) p.task.binding.buffers[sched::kInput] = base;
       tasks.push_back(std::move(p.task));
     }
   }

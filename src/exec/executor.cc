@@ -32,6 +32,7 @@
 #include "base/params.h"
 #include "base/wait.h"
 #include "exec/progress_helper.h"
+#include "exec/staged_channel.h"
 
 namespace hoccl::exec {
 namespace {
@@ -72,14 +73,14 @@ void postStep(Cursor& c) {
     const size_t bytes = p.count * b.elemSize;
     switch (p.kind) {
       case sched::PrimKind::Send: {
-        auto& ch = comm.channel(p.peer);
+        transport::Channel& ch = b.staged ? comm.stagedChannel(p.peer) : comm.channel(p.peer);
         ch.postSend(at(b, p.src, p.srcOff), bytes);
         comm.counters().sent[comm.topology().linkClass(comm.rank(), p.peer)] += bytes;
         touch(&ch);
         break;
       }
       case sched::PrimKind::Recv: {
-        auto& ch = comm.channel(p.peer);
+        transport::Channel& ch = b.staged ? comm.stagedChannel(p.peer) : comm.channel(p.peer);
         transport::RecvTarget target;
         target.direct = at(b, p.dst, p.dstOff);
         target.granule = b.elemSize;
@@ -89,6 +90,13 @@ void postStep(Cursor& c) {
         break;
       }
       case sched::PrimKind::RecvReduce: {
+        if (b.staged) {  // reduced on the device, from pinned host memory
+          StagedChannel& ch = comm.stagedChannel(p.peer);
+          ch.postRecvReduce(at(b, p.dst, p.dstOff), at(b, p.src, p.srcOff), p.count, b.dtype, b.op);
+          comm.counters().received[comm.topology().linkClass(comm.rank(), p.peer)] += bytes;
+          touch(&ch);
+          break;
+        }
         auto& ch = comm.channel(p.peer);
         transport::RecvTarget target;
         target.granule = b.elemSize;
@@ -238,8 +246,10 @@ bool advance(Cursor& c) {
       try {
         moved |= ch->progress();
       } catch (const Error& e) {
-        throw Error(e.code(), fmt::format("{}: {} step {}/{} failed: {}", c.comm->describe(), t.what(), c.step + 1,
-                                          t.schedule->steps.size(), e.what()));
+        throw Error(e.code(),
+                    fmt::format("{}: {} step {}/{} failed: {}", c.comm->describe(), t.what(), c.step + 1,
+                                t.schedule->steps.size(), e.what()),
+                    e.breaksCommunicator());
       }
       pending |= ch->pending() > 0;
     }

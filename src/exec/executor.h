@@ -23,6 +23,9 @@ struct Binding {
   hocclDataType_t dtype = hocclUint8;                         ///< element type for reductions
   kernels::BinOp op = kernels::BinOp::Sum;                    ///< reduction for RecvReduce / Reduce
   const kernels::MemoryOps* mem = &kernels::hostMemoryOps();  ///< copies and reductions for the buffers' memory kind
+  /// Device buffers the host cannot touch: sends and receives go through the communicator's staged channels
+  /// (exec/staged_channel.h) instead of handing device memory to the transports.
+  bool staged = false;
 };
 
 /// One schedule to run on one communicator, or (schedule null, poll set) an operation that drives itself.
@@ -40,7 +43,7 @@ struct Task {
   /// while a helper thread keeps them moving (exec/progress_helper.h). Throws hoccl::Error to fail the task. Must be
   /// set when the schedule has callback prims.
   std::function<void(const sched::Prim& prim, char* data)> callback;
-  std::vector<int> peers;        ///< with poll, lazy connections: peers it uses, connected before the run starts
+  std::vector<int> peers;  ///< with poll, lazy connections: peers it uses, connected before the run starts
 };
 
 /// Runs every task to completion. Throws hoccl::Error naming the rank, the operation, the step and the peer on a

@@ -168,7 +168,14 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
     keep = s;
     if ((seed & 1) == 0) {
       hocclRedOpDestroy(realOp, comm);
-      hocclRedOpCreatePreMulSum(&realOp, keep.data(), dt, hocclScalarDevice, comm);
+      void* where = keep.data();
+      if (gDevice) {  // device mode: the scalar in device memory, as NCCL's users pass it
+        static thread_local void* deviceScalar = nullptr;
+        if (!deviceScalar) MP_CHECK(rank, hocclDeviceMalloc(&deviceScalar, 16));
+        MP_CHECK(rank, hocclDeviceMemcpy(deviceScalar, keep.data(), elem));
+        where = deviceScalar;
+      }
+      hocclRedOpCreatePreMulSum(&realOp, where, dt, hocclScalarDevice, comm);
     }
   }
   std::vector<double> input = makeInput(seed, rank, bc.input, dt, op == kPreMulSum ? hocclSum : op);

@@ -2,7 +2,8 @@
 // caller's stream before a collective is seen by it, work queued after waits for it, and the call returns before
 // either has run), groups of device calls, grouped send/recv on device buffers, refusal of mixed host/device buffers
 // and of an invalid stream, and a failure of a stream-ordered call reported through hocclCommGetAsyncError and the
-// next call without leaving the stream waiting.
+// next call without leaving the stream waiting; ranks staging device buffers in pieces of different sizes fail
+// naming HOCCL_STAGING_CHUNK.
 //
 // Usage: mp_device --ranks N
 #include <unistd.h>
@@ -27,25 +28,34 @@ bool has(const char* text, const char* part) { return std::strstr(text, part) !=
 int ordering(hocclComm_t comm, int rank, int n) {
   hoccl::device::Device* dev = hoccl::device::current();
   if (!dev || !dev->simulated()) return fail(rank, "HOCCL_DEVICE=sim did not give the simulated device");
+  const char* hostAccess = std::getenv("HOCCL_SIM_HOST_ACCESS");
+  if (dev->hostAccessible() != (hostAccess && std::string(hostAccess) == "1"))
+    return fail(rank, "the simulated device's host access does not follow HOCCL_SIM_HOST_ACCESS (default: strict)");
   const size_t count = 100003;
   float *in = nullptr, *out = nullptr;
   MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&in), count * sizeof(float)));
   MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&out), count * sizeof(float)));
   hocclStream_t s = nullptr;
   MP_CHECK(rank, hocclStreamCreate(&s));
-  // Earlier work on the stream: after a pause, writes the input (the simulated device's memory is host-mapped).
+  // Earlier work on the stream: after a pause, the device copies the input into place (the host cannot write device
+  // memory: the simulated device is strict by default, as a GPU).
+  std::vector<float> hostIn(count);
+  for (size_t i = 0; i < count; ++i) hostIn[i] = float(rank + 1) + float(i % 7);
+  float *prepared = nullptr, *snapshot = nullptr;
+  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&prepared), count * sizeof(float)));
+  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&snapshot), count * sizeof(float)));
+  MP_CHECK(rank, hocclDeviceMemcpy(prepared, hostIn.data(), count * sizeof(float)));
   std::atomic<bool> written{false};
-  dev->launchHostFunc(s, [&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    for (size_t i = 0; i < count; ++i) in[i] = float(rank + 1) + float(i % 7);
-    written = true;
-  });
+  dev->launchHostFunc(s, [] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
+  dev->launchCopy(s, in, prepared, count * sizeof(float));
+  dev->launchHostFunc(s, [&] { written = true; });
   MP_CHECK(rank, hocclAllReduce(in, out, count, hocclFloat, hocclSum, comm, s));
   if (written.load()) return fail(rank, "hocclAllReduce on device buffers waited for the stream's earlier work");
-  // Later work: reads the result.
+  // Later work: the device copies the result aside.
   std::vector<float> seen(count, -1.0f);
-  dev->launchHostFunc(s, [&] { std::memcpy(seen.data(), out, count * sizeof(float)); });
+  dev->launchCopy(s, snapshot, out, count * sizeof(float));
   MP_CHECK(rank, hocclStreamSynchronize(s));
+  MP_CHECK(rank, hocclDeviceMemcpy(seen.data(), snapshot, count * sizeof(float)));
   const float base = float(n) * float(n + 1) / 2;
   for (size_t i = 0; i < count; ++i)
     if (seen[i] != base + float(n) * float(i % 7))
@@ -109,6 +119,8 @@ int ordering(hocclComm_t comm, int rank, int n) {
   MP_CHECK(rank, hocclDeviceFree(b));
   MP_CHECK(rank, hocclDeviceFree(in));
   MP_CHECK(rank, hocclDeviceFree(out));
+  MP_CHECK(rank, hocclDeviceFree(prepared));
+  MP_CHECK(rank, hocclDeviceFree(snapshot));
   MP_CHECK(rank, hocclStreamDestroy(s));
   return 0;
 }
@@ -133,6 +145,38 @@ int failure(hocclComm_t comm, int rank) {
   return 0;
 }
 
+// Staging with different HOCCL_STAGING_CHUNK on the ranks (set before a new communicator's first staged transfer):
+// the call fails on every rank instead of mixing up messages, naming the variable (a rank that compared pieces
+// itself, or the job's verdict); the stream is released and the failure is the communicator's async error.
+int stagingMismatch(hocclComm_t comm, int rank) {
+  if (hoccl::device::current()->hostAccessible()) return 0;  // nothing is staged
+  hocclComm_t sub = nullptr;
+  MP_CHECK(rank, hocclCommSplit(comm, 0, rank, &sub, nullptr));
+  setenv("HOCCL_STAGING_CHUNK", rank == 0 ? "4096" : "8192", 1);
+  float* buf = nullptr;
+  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&buf), 20000 * sizeof(float)));
+  hocclStream_t s = nullptr;
+  MP_CHECK(rank, hocclStreamCreate(&s));
+  MP_CHECK(rank, hocclAllReduce(buf, buf, 20000, hocclFloat, hocclSum, sub, s));
+  MP_CHECK(rank, hocclStreamSynchronize(s));  // released, not hung
+  unsetenv("HOCCL_STAGING_CHUNK");
+  hocclResult_t async = hocclSuccess;
+  MP_CHECK(rank, hocclCommGetAsyncError(sub, &async));
+  if (async == hocclSuccess || async == hocclInProgress)
+    return fail(rank, "different HOCCL_STAGING_CHUNK on the ranks left no async error");
+  const std::string why = hocclGetLastError(sub);
+  if (why.find("HOCCL_STAGING_CHUNK") == std::string::npos)  // this rank's own finding, or the job's verdict
+    return fail(rank, "the staging mismatch is not named: " + why);
+  if (hocclAllReduce(buf, buf, 10, hocclFloat, hocclSum, sub, s) == hocclSuccess)
+    return fail(rank, "the call after a staging mismatch succeeded");
+  double one = 1, all = 0;  // every rank has seen the failure before any aborts (an abort is a verdict of its own)
+  MP_CHECK(rank, hocclAllReduce(&one, &all, 1, hocclDouble, hocclSum, comm, nullptr));
+  hocclCommAbort(sub);
+  MP_CHECK(rank, hocclDeviceFree(buf));
+  MP_CHECK(rank, hocclStreamDestroy(s));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -146,6 +190,8 @@ int main(int argc, char** argv) {
     hocclComm_t comm;
     MP_CHECK(rank, hocclCommInitRank(&comm, n, id, rank));
     if (int e = ordering(comm, rank, n)) return e;
+    if (n > 1)
+      if (int e = stagingMismatch(comm, rank)) return e;
     if (n > 1)
       if (int e = failure(comm, rank)) return e;
     hocclCommAbort(comm);

@@ -1,8 +1,14 @@
 // The simulated device's kernels (kernels/device/sim_kernels.h) against a double-precision reference, for every type
 // and op, with heads and tails of every misalignment (operands equally and differently misaligned, so both the packed
 // and the all-scalar split run), in place and out of place; the split itself (kernels/device/elementwise.h); and the
-// simulated device's streams, events and IPC mapping.
+// simulated device's streams, events and IPC mapping; its strict mode (the host cannot touch device memory).
 #include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
 
 #include <atomic>
 #include <chrono>
@@ -10,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/device/elementwise.h"
 #include "kernels/device/sim_device.h"
@@ -147,11 +154,76 @@ TEST_CASE("sim device: stream order, events, flags, memory and IPC mapping") {
   dev->synchronize(s);
   device::IpcHandle handle = dev->exportHandle(static_cast<char*>(p) + 8);
   float* mapped = static_cast<float*>(dev->importHandle(handle));
-  CHECK(mapped[0] == 3.0f);
+  float first = 0;
+  dev->memcpy(&first, mapped, sizeof first);  // the device's copy: the host cannot read the mapping (strict mode)
+  CHECK(first == 3.0f);
   dev->closeHandle(mapped);
   dev->destroyEvent(ev);
   dev->freeFlag(flag);
   dev->destroyStream(s);
   dev->free(p);
   CHECK_FALSE(dev->owns(p));
+}
+
+namespace {
+
+// Runs fn in a child process; returns the signal that ended it (0 when it exited normally).
+template <class F>
+int signalOf(F&& fn) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGSEGV, SIG_DFL);  // the library's crash report is not what this checks
+    fn();
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
+}  // namespace
+
+TEST_CASE("sim device, strict mode: the host cannot touch device memory; the device's copies and kernels can") {
+  unsetenv("HOCCL_SIM_HOST_ACCESS");  // the default is strict
+  auto dev = device::makeSimDevice();
+  CHECK_FALSE(dev->hostAccessible());
+  auto* p = static_cast<float*>(dev->malloc(64 * sizeof(float)));
+  // A direct host read or write of device memory faults, as on a GPU.
+  CHECK(signalOf([&] { std::printf("%f\n", static_cast<double>(*static_cast<volatile float*>(p))); }) == SIGSEGV);
+  CHECK(signalOf([&] { p[3] = 1.0f; }) == SIGSEGV);
+  // The device's own copies and kernels reach it; kernels also reach pinned host memory (mallocHost).
+  std::vector<float> h(64, 2.0f), back(64, 0.0f);
+  dev->memcpy(p, h.data(), 64 * sizeof(float));
+  auto* pinned = static_cast<float*>(dev->mallocHost(64 * sizeof(float)));
+  for (int i = 0; i < 64; ++i) pinned[i] = float(i);
+  device::Stream s = dev->createStream();
+  dev->launchReduce(s, p, p, pinned, 64, hocclFloat, BinOp::Sum);
+  dev->synchronize(s);
+  dev->memcpy(back.data(), p, 64 * sizeof(float));
+  for (int i = 0; i < 64; ++i) CHECK(back[i] == 2.0f + float(i));
+  // A kernel refuses pageable host memory (a GPU kernel cannot read it) and a range past an allocation's end.
+  CHECK_THROWS_AS(dev->launchReduce(s, p, p, h.data(), 64, hocclFloat, BinOp::Sum), Error);
+  CHECK_THROWS_AS(dev->launchReduce(s, p, p, p, 65, hocclFloat, BinOp::Sum), Error);
+  // A copy takes pageable host memory (as cuMemcpyAsync does).
+  dev->launchCopy(s, h.data(), p, 64 * sizeof(float));
+  dev->synchronize(s);
+  CHECK(h[5] == 7.0f);
+  // The scale kernel's scalar must be host memory.
+  CHECK_THROWS_AS(dev->launchScale(s, p, p, 64, hocclFloat, p), Error);
+  dev->destroyStream(s);
+  dev->freeHost(pinned);
+  dev->free(p);
+}
+
+TEST_CASE("sim device, HOCCL_SIM_HOST_ACCESS=1: the host may touch device memory") {
+  setenv("HOCCL_SIM_HOST_ACCESS", "1", 1);
+  auto dev = device::makeSimDevice();
+  unsetenv("HOCCL_SIM_HOST_ACCESS");
+  CHECK(dev->hostAccessible());
+  auto* p = static_cast<float*>(dev->malloc(4 * sizeof(float)));
+  p[1] = 5.0f;
+  float v = 0;
+  dev->memcpy(&v, p + 1, sizeof v);
+  CHECK(v == 5.0f);
+  dev->free(p);
 }
