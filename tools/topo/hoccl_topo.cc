@@ -177,7 +177,7 @@ int liveGpus(bool json) {
   }
   for (const auto& n : notes) fmt::print("INFO: {}\n", n);
   if (gpus.gpus.empty()) {
-    fmt::print("INFO: no GPU found on this host ({}): the GPU topology is empty\n", gpus.source);
+    fmt::print("INFO: no GPU found on this host: the GPU topology is empty\n");
     return 0;
   }
   fmt::print("{}", topo::describeGpuTopology(gpus));
