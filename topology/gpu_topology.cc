@@ -258,7 +258,7 @@ std::string describeGpuTopology(const GpuTopology& topo) {
     out += fmt::format("GPU{} -> ", order[i]);
     if (order.size() > 1) ++hops[linkName(topo.gpuLinks[order[i]][order[(i + 1) % order.size()]])];
   }
-  out += fmt::format("GPU{}", order.empty() ? 0 : order[0]);
+  if (!order.empty()) out += fmt::format("GPU{}", order[0]);
   std::string hopText;
   for (auto& [name, count] : hops) hopText += fmt::format("{}{} {}", hopText.empty() ? "" : ", ", count, name);
   out += fmt::format(" (hops: {})\n", hopText.empty() ? "none" : hopText);
@@ -267,12 +267,28 @@ std::string describeGpuTopology(const GpuTopology& topo) {
   for (size_t a = 0; a < g; ++a)
     out += nic[a] < 0 ? fmt::format(" GPU{} none", a)
                       : fmt::format(" GPU{} {} ({})", a, topo.nics[nic[a]].name, linkName(topo.nicLinks[a][nic[a]]));
-  return out + "\n";
+  out += "\n";
+  if (!topo.peerAccess.empty()) {
+    // Pairs CUDA refuses are listed; pairs it was not asked about (a GPU this process cannot see) are counted.
+    std::string denied;
+    int unknown = 0;
+    for (size_t a = 0; a < g; ++a)
+      for (size_t b = 0; b < g; ++b) {
+        if (a == b || topo.peerAccess[a][b] == 1) continue;
+        if (topo.peerAccess[a][b] == 0) denied += fmt::format(" GPU{}->GPU{}", a, b);
+        else ++unknown;
+      }
+    out += fmt::format("CUDA peer access: {}{}\n", denied.empty() ? "no pair refused" : "refused for" + denied,
+                       unknown ? fmt::format(" ({} pairs not known: GPUs this process does not see)", unknown) : "");
+  }
+  return out;
 }
 
 std::string gpuTopologyJson(const GpuTopology& topo) {
   nlohmann::json doc;
   const size_t g = topo.gpus.size(), n = topo.nics.size();
+  for (const char* key : {"gpus", "links", "nic_of"}) doc[key] = nlohmann::json::array();
+  doc["source"] = topo.source;
   for (auto& gpu : topo.gpus) doc["gpus"].push_back({{"bus_id", gpu.busId}, {"numa", gpu.numaNode}});
   doc["nics"] = nlohmann::json::array();
   for (auto& nic : topo.nics) doc["nics"].push_back({{"name", nic.name}, {"numa", nic.numaNode}});
@@ -291,6 +307,7 @@ std::string gpuTopologyJson(const GpuTopology& topo) {
   const auto nic = nearestNics(topo);
   for (size_t a = 0; a < g; ++a)
     doc["nic_of"].push_back(nic[a] < 0 ? nlohmann::json() : nlohmann::json(topo.nics[nic[a]].name));
+  if (!topo.peerAccess.empty()) doc["peer_access"] = topo.peerAccess;
   return doc.dump(2) + "\n";
 }
 

@@ -12,8 +12,8 @@
 ///   SYS    across the interconnect between NUMA nodes (sockets)
 ///
 /// A topology comes from a recorded file (JSON, below), written by hand or from `nvidia-smi topo -m` on the machine,
-/// so that the decisions can be checked and tested where no GPU is present. Live discovery on a GPU machine (CUDA
-/// driver plus hwloc's PCI tree) fills the same structure; it is not built yet (docs/cuda.md).
+/// so that the decisions can be checked and tested where no GPU is present, or from the live machine
+/// (gpu_discovery.h: the CUDA driver, NVML and hwloc's PCI tree), which fills the same structure.
 ///
 /// The file:
 ///   { "gpus":  [ {"bus_id": "0000:07:00.0", "numa": 0}, ... ],
@@ -55,6 +55,7 @@ struct GpuTopology {
   std::vector<NicDevice> nics;                  ///< NICs
   std::vector<std::vector<LinkInfo>> gpuLinks;  ///< gpuLinks[a][b]: GPU a to GPU b (a != b)
   std::vector<std::vector<LinkInfo>> nicLinks;  ///< nicLinks[g][n]: GPU g to NIC n
+  std::vector<std::vector<int>> peerAccess;     ///< [a][b]: CUDA peer access 1/0, -1 unknown; empty when not known
   std::string source;                           ///< where it came from ("file gpus.json"), for messages
 };
 

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <mutex>
 
 namespace hoccl::topo {
 namespace {
@@ -76,6 +77,24 @@ HostHardware discoverHost() {
   if (hw.pus <= 0) hw.pus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   if (hw.cores <= 0) hw.cores = hw.pus;
   return hw;
+}
+
+namespace {
+std::mutex gpuNicMutex;
+std::string gpuNic;  // guarded by gpuNicMutex
+}  // namespace
+
+std::string preferredNic() {
+  {
+    std::lock_guard<std::mutex> lock(gpuNicMutex);
+    if (!gpuNic.empty()) return gpuNic;
+  }
+  return thisHost().nearestNic(thisHost().currentNuma);
+}
+
+void setGpuNic(const std::string& name) {
+  std::lock_guard<std::mutex> lock(gpuNicMutex);
+  gpuNic = name;
 }
 
 const HostHardware& thisHost() {

@@ -30,6 +30,12 @@ struct HostHardware {
 
 /// Discovers this host with hwloc (I/O devices included). Never throws: on failure, error says why.
 HostHardware discoverHost();
+/// The NIC this process's rank should use: the NIC nearest to its GPU when one was recorded (setGpuNic, by the
+/// communicator of a rank that sits on a GPU), else thisHost().nearestNic() of the NUMA node it runs on.
+std::string preferredNic();
+/// Records the NIC nearest to this process's GPU (gpu_discovery.h's placeGpu), for preferredNic().
+void setGpuNic(const std::string& name);
+
 /// This process's host, discovered once (the first call pays hwloc's topology load; later calls are free).
 /// currentNuma is that of the first caller's thread.
 const HostHardware& thisHost();

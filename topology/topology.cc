@@ -32,6 +32,10 @@ hocclLinkClass_t Topology::linkClass(int a, int b) const {
   return hocclLinkInterSwitch;
 }
 
+namespace {
+void orderHostsByGpuRing(Topology& t);
+}  // namespace
+
 Topology build(const std::vector<boot::RankInfo>& ranks) {
   Topology t;
   t.nranks = static_cast<int>(ranks.size());
@@ -56,9 +60,11 @@ Topology build(const std::vector<boot::RankInfo>& ranks) {
     t.switchOf.push_back(switchOfHost[h]);
     t.localIndex.push_back(perHost[h]++);
     t.numaOf.push_back(r.numaNode);
+    t.gpuRingOf.push_back(r.gpuRing);
   }
   t.nhosts = static_cast<int>(hosts.size());
   t.nswitches = static_cast<int>(t.switchNames.size());
+  orderHostsByGpuRing(t);
   return t;
 }
 
@@ -149,7 +155,25 @@ Groups groups(const Topology& t) {
     if (hr.empty()) g.hostsOfSwitch[t.switchOf[r]].push_back(t.hostOf[r]);
     hr.push_back(r);
   }
+  // Each host's ranks in the order of their index on the host (rank order unless a GPU ring renumbered them).
+  for (auto& hr : g.ranksOfHost)
+    std::stable_sort(hr.begin(), hr.end(), [&t](int a, int b) { return t.localIndex[a] < t.localIndex[b]; });
   return g;
+}
+
+bool gpuOrdered(const Topology& t, const std::vector<int>& ranksOfHost) {
+  return !t.gpuRingOf.empty() &&
+         std::all_of(ranksOfHost.begin(), ranksOfHost.end(), [&t](int r) { return t.gpuRingOf[r] >= 0; });
+}
+
+// Ranks of a host whose every rank sits on a GPU are numbered along the host's GPU ring (gpu_topology.h), so that
+// the host's ring (level 0 of hierarchy(), and the flat ring) steps over the best GPU links.
+void orderHostsByGpuRing(Topology& t) {
+  for (auto& ranks : groups(t).ranksOfHost) {
+    if (!gpuOrdered(t, ranks)) continue;
+    std::stable_sort(ranks.begin(), ranks.end(), [&t](int a, int b) { return t.gpuRingOf[a] < t.gpuRingOf[b]; });
+    for (size_t i = 0; i < ranks.size(); ++i) t.localIndex[ranks[i]] = static_cast<int>(i);
+  }
 }
 
 template <class V>
@@ -194,8 +218,10 @@ std::vector<int> flatRingOrder(const Topology& t) {
   for (const auto& hosts : g.hostsOfSwitch) {
     for (int host : hosts) {
       // Inside a host, ranks of one NUMA node sit next to each other: the ring crosses the socket link least.
+      // Ranks on GPUs keep their GPU ring order, which already weighs the socket link.
       std::vector<int> ranks = g.ranksOfHost[host];
-      std::stable_sort(ranks.begin(), ranks.end(), [&](int a, int b) { return numa(a) < numa(b); });
+      if (!gpuOrdered(t, ranks))
+        std::stable_sort(ranks.begin(), ranks.end(), [&](int a, int b) { return numa(a) < numa(b); });
       order.insert(order.end(), ranks.begin(), ranks.end());
     }
   }

@@ -23,6 +23,7 @@ struct Topology {
   std::vector<int> switchOf;             ///< rank -> switch index
   std::vector<int> localIndex;           ///< rank -> index among the ranks of its host (in rank order)
   std::vector<int> numaOf;               ///< rank -> NUMA node it runs on (-1 unknown; empty for synthetic shapes)
+  std::vector<int> gpuRingOf;            ///< rank -> its GPU's position in its host's GPU ring (-1 none; may be empty)
   std::vector<std::string> hostNames;    ///< host index -> host id as reported (may be empty for synthetic shapes)
   std::vector<std::string> switchNames;  ///< switch index -> switch id ("" = the default flat switch)
   /// The link class between ranks a and b.
@@ -30,7 +31,8 @@ struct Topology {
 };
 
 /// Builds the topology from every rank's info (switch ids come from RankInfo::switchId, filled from the topology
-/// file or environment by localSwitchId()). Never fails: unknown switches mean one flat switch. A host whose ranks
+/// file or environment by localSwitchId()). When every rank of a host sits on a GPU (RankInfo::gpuRing >= 0), the
+/// host's ranks are numbered (localIndex) in the order of its GPU ring, ties (ranks sharing a GPU) by rank. Never fails: unknown switches mean one flat switch. A host whose ranks
 /// reported different switch ids is put under the switch of its first rank (with a warning).
 Topology build(const std::vector<boot::RankInfo>& ranks);
 

@@ -30,6 +30,7 @@ struct RankInfo {
   char hostId[64] = {};     ///< the host id string (hostname+boot id, or HOCCL_HOSTID)
   char switchId[64] = {};   ///< the switch id string ("" = unknown)
   int32_t numaNode = -1;    ///< NUMA node the rank runs on (hwloc; -1 = unknown): orders the ranks of a host
+  int32_t gpuRing = -1;     ///< position of the rank's GPU in its host's GPU ring (topology/gpu_topology.h; -1 = none)
 };
 
 /// The decoded contents of a hocclUniqueId.

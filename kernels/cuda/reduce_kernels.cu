@@ -4,6 +4,7 @@
 // kernels/device/elementwise.h, which the simulated device runs on the CPU too.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 
@@ -34,7 +35,25 @@ __global__ void unaryKernel(T* dst, const T* src, ew::Split s, F f) {
 template <typename T>
 using ScaleBy = ew::ScaleBy<T, FuncProd<T>>;
 
-unsigned blocksFor(size_t n) { return ew::blocksFor(n); }
+// Grid sizing to the device: the current device's multiprocessor count and resident threads per multiprocessor,
+// read once per device ordinal (packed in one atomic word; 0 = not read yet), bound the grid (ew::blocksForDevice).
+constexpr int kMaxDevices = 64;
+std::atomic<uint64_t> deviceShape[kMaxDevices];
+
+unsigned blocksFor(size_t n) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return ew::blocksFor(n);
+  uint64_t shape = deviceShape[dev].load(std::memory_order_relaxed);
+  if (shape == 0) {
+    int sms = 0, threads = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, dev) != cudaSuccess)
+      return ew::blocksFor(n);
+    shape = uint64_t(uint32_t(sms)) << 32 | uint32_t(threads);
+    deviceShape[dev].store(shape, std::memory_order_relaxed);
+  }
+  return ew::blocksForDevice(n, int(shape >> 32), int(shape & 0xffffffffu));
+}
 
 template <typename T, typename Op>
 int launchBinary(void* dst, const void* a, const void* b, size_t n, cudaStream_t s) {

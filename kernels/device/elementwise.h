@@ -56,6 +56,20 @@ HOCCL_HD unsigned blocksFor(size_t n) {
   return unsigned(blocks == 0 ? 1 : blocks < kMaxBlocks ? blocks : kMaxBlocks);
 }
 
+/// Blocks of a launch over n elements on a device of `multiprocessors` multiprocessors that each hold
+/// `threadsPerMultiprocessor` threads: blocksFor(n), but no more than fill the device once (the grid-stride loops
+/// take the rest; more blocks would only queue), and at least 1. An unknown device (multiprocessors < 1) gets
+/// blocksFor(n).
+HOCCL_HD unsigned blocksForDevice(size_t n, int multiprocessors, int threadsPerMultiprocessor) {
+  const unsigned want = blocksFor(n);
+  if (multiprocessors < 1) return want;
+  const unsigned perMultiprocessor = threadsPerMultiprocessor >= int(kThreads)
+                                         ? unsigned(threadsPerMultiprocessor) / kThreads
+                                         : 1u;
+  const unsigned full = unsigned(multiprocessors) * perMultiprocessor;
+  return want < full ? want : full;
+}
+
 /// 16 bytes of elements of T.
 template <typename T>
 struct alignas(kPackBytes) Pack {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+#include "comm/gpu_host.h"
 #include "comm/launcher_env.h"
 #include "comm/proxy.h"
 #include "comm/topo_probe.h"
@@ -51,6 +52,11 @@ boot::RankInfo describeSelf() {
   std::strncpy(self.switchId, switchId.c_str(), sizeof(self.switchId) - 1);
   self.hostHash = topo::hashId(hostId);
   self.numaNode = topo::thisHost().currentNuma;
+  // A rank on a GPU: its place in the host's GPU ring orders the host's ranks (topo::build), and its GPU's nearest
+  // NIC becomes the NIC it prefers (topo::preferredNic).
+  const RankGpu gpu = rankGpu();
+  self.gpuRing = gpu.place.ringPosition;
+  if (!gpu.place.nicName.empty()) topo::setGpuNic(gpu.place.nicName);
   self.switchHash = switchId.empty() ? 0 : topo::hashId(switchId);
   return self;
 }

@@ -18,9 +18,12 @@
 #include "algo/predict.h"
 #include "algo/tuner.h"
 #include "comm/communicator.h"
+#include "comm/gpu_host.h"
+#include "kernels/cuda/gpu_query.h"
 #include "sched/cost_model.h"
 #include "topology/dump.h"
 #include "topology/gpu_topology.h"
+#include <nlohmann/json.hpp>
 #include "hoccl/hoccl.h"
 
 using namespace hoccl;
@@ -154,6 +157,36 @@ int online(const Options& o) {
   return rc;
 }
 
+// --gpus live: this host's GPU topology (CUDA driver, NVML, hwloc) and where CUDA device 0 of this process sits.
+// No driver or no GPU is not an error: it says so and exits 0.
+int liveGpus(bool json) {
+  std::vector<std::string> notes;
+  const topo::GpuTopology gpus = discoverHostGpus(&notes);
+  const std::string bus = cuda::cudaBusId(0);
+  const topo::GpuPlacement place = topo::placeGpu(gpus, bus);
+  if (json) {
+    nlohmann::json doc = nlohmann::json::parse(topo::gpuTopologyJson(gpus));
+    doc["notes"] = notes;
+    if (place.gpu >= 0)
+      doc["this_process"] = {{"bus_id", bus},
+                             {"gpu", place.gpu},
+                             {"ring_position", place.ringPosition},
+                             {"nic", place.nicName.empty() ? nlohmann::json() : nlohmann::json(place.nicName)}};
+    fmt::print("{}\n", doc.dump(2));
+    return 0;
+  }
+  for (const auto& n : notes) fmt::print("INFO: {}\n", n);
+  if (gpus.gpus.empty()) {
+    fmt::print("INFO: no GPU found on this host: the GPU topology is empty\n");
+    return 0;
+  }
+  fmt::print("{}", topo::describeGpuTopology(gpus));
+  if (place.gpu >= 0)
+    fmt::print("this process: CUDA device 0 is GPU{} ({}), position {} of the ring, NIC {}\n", place.gpu, bus,
+               place.ringPosition, place.nicName.empty() ? "none" : place.nicName);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -175,8 +208,8 @@ int main(int argc, char** argv) {
                "fast model above 64 ranks");
   app.add_flag("--online", o.online, "force online mode (run as a rank of a job)");
   app.add_option("--gpus", o.gpuFile,
-                 "a recorded GPU topology of one host (JSON, docs/cuda.md): the links, the ring order over the GPUs "
-                 "and each GPU's NIC");
+                 "a recorded GPU topology of one host (JSON, docs/cuda.md), or 'live' for this host's (CUDA driver, "
+                 "NVML, hwloc): the links, the ring order over the GPUs and each GPU's NIC");
   shape->excludes(hosts)->excludes(file);
   hosts->excludes(file);
   CLI11_PARSE(app, argc, argv);
@@ -186,6 +219,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (!o.gpuFile.empty()) {
+      if (o.gpuFile == "live") return liveGpus(o.json);
       const topo::GpuTopology gpus = topo::loadGpuTopology(o.gpuFile);
       fmt::print("{}", o.json ? topo::gpuTopologyJson(gpus) : topo::describeGpuTopology(gpus));
       return 0;
