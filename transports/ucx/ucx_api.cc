@@ -4,6 +4,8 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 #include "base/log.h"
@@ -22,7 +24,9 @@ constexpr const char* kInstallHint =
 std::string ownFolder() {
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&ownFolder), &info) && info.dli_fname) {
-    const std::string self = info.dli_fname;
+    char* real = realpath(info.dli_fname, nullptr);  // "/x/build/libhoccl.so", not "/x/build/perf/../libhoccl.so"
+    const std::string self = real ? real : info.dli_fname;
+    std::free(real);
     const size_t slash = self.rfind('/');
     if (slash != std::string::npos) return self.substr(0, slash + 1);
   }
