@@ -56,8 +56,9 @@ std::string statusText(ucs_status_t status) {
 
 Worker::Worker(int rank, int nranks, size_t expectedPeers) : api_(UcxApi::get()), rank_(rank), peers_(nranks) {
   if (!api_.ok())
-    throw Error(hocclSystemError, fmt::format("ucx: rank {} was asked for UCX (HOCCL_NET={}), but {}", rank,
-                                              params::NET.get(), api_.why()));
+    throw Error(hocclSystemError, fmt::format("ucx: rank {} was asked for UCX (HOCCL_NET={}; NCCL_NET through the "
+                                              "NCCL shim), but {}",
+                                              rank, params::NET.get(), api_.why()));
   for (int r = 0; r < nranks; ++r) peers_[r].rank = r;
   ucp_config_t* config = nullptr;
   ucs_status_t st = api_.config_read(nullptr, nullptr, &config);
