@@ -68,6 +68,9 @@
          "The network transport for peers that shared memory does not reach (all peers with SHM_DISABLE=1): tcp, "     \
          "ucx (when built with UCX) or ib (ibverbs, when built), case-insensitive, socket = tcp; unset: ibverbs where " \
          "both ranks have an RDMA port, else tcp. An unknown or missing one fails init listing what the build has")    \
+  STRING(UCX_PLUGIN, "",                                                                                               \
+         "Path of the UCX transport's plugin (libhoccl-ucx.so, loaded when HOCCL_NET=ucx needs it). Unset: next to "   \
+         "libhoccl, then the library search path")                                                                     \
   /* scale (issue 19): lazy connections */                                                                          \
   STRING(CONNECT, "lazy",                                                                                             \
          "When a rank connects to its peers: lazy = the first time a call needs the peer (a ring touches 2), eager = " \

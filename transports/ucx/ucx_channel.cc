@@ -48,11 +48,11 @@ UcxChannel::~UcxChannel() {
   auto drop = [&](std::unique_ptr<Op>& op, bool cancel) {
     if (!op || !op->request) return;
     if (!op->done) {
-      if (cancel) ucp_request_cancel(worker_->handle(), op->request);  // sends end with the endpoint's close
-      ucp_request_free(op->request);  // UCX frees it once it completes; the record must outlive that
+      if (cancel) worker_->api().request_cancel(worker_->handle(), op->request);  // sends end with the endpoint's close
+      worker_->api().request_free(op->request);  // UCX frees it once it completes; the record must outlive that
       live.push_back(std::move(op));
     } else {
-      ucp_request_free(op->request);
+      worker_->api().request_free(op->request);
     }
   };
   for (auto& op : sends_) drop(op, false);
@@ -81,7 +81,7 @@ void UcxChannel::postSend(const void* data, size_t bytes) {
   rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   rp.cb.send = onSent;
   rp.user_data = op.get();
-  void* req = ucp_tag_send_nbx(p.ep, data, bytes, makeTag(self_.rank, bytes), &rp);
+  void* req = worker_->api().tag_send_nbx(p.ep, data, bytes, makeTag(self_.rank, bytes), &rp);
   if (req == nullptr) {
     op->done = true;  // sent (or buffered by UCX) at once
   } else if (UCS_PTR_IS_ERR(req)) {
@@ -112,7 +112,7 @@ void UcxChannel::postRecv(size_t bytes, RecvTarget target) {
       rp.memh = op->staging->memh;
     }
   }
-  void* req = ucp_tag_recv_nbx(worker_->handle(), buffer, bytes, makeTag(peer_.rank, 0), kRankMask, &rp);
+  void* req = worker_->api().tag_recv_nbx(worker_->handle(), buffer, bytes, makeTag(peer_.rank, 0), kRankMask, &rp);
   if (UCS_PTR_IS_ERR(req)) {
     if (op->staging) worker_->releaseStaging(op->staging);
     fail(fmt::format("posting a receive of {} bytes failed: {}", bytes, statusText(UCS_PTR_STATUS(req))));
@@ -146,7 +146,7 @@ bool UcxChannel::progress() {
   while (!recvs_.empty() && recvs_.front().op->done) {
     Recv& r = recvs_.front();
     if (r.op->request) {
-      ucp_request_free(r.op->request);
+      worker_->api().request_free(r.op->request);
       r.op->request = nullptr;
     }
     retireRecv(r);
@@ -156,7 +156,7 @@ bool UcxChannel::progress() {
   while (!sends_.empty() && sends_.front()->done) {
     Op& op = *sends_.front();
     if (op.request) {
-      ucp_request_free(op.request);
+      worker_->api().request_free(op.request);
       op.request = nullptr;
     }
     if (op.status != UCS_OK) fail(fmt::format("a send failed: {}", statusText(op.status)));

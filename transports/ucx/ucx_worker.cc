@@ -15,10 +15,9 @@
 
 #include <fmt/format.h>
 
-#include <ucs/config/global_opts.h>
-
 #include "base/error.h"
 #include "base/log.h"
+#include "base/params.h"
 
 namespace hoccl::transport::ucx {
 namespace {
@@ -37,24 +36,32 @@ void onFlushed(void*, ucs_status_t status, void* user) {
 
 /// Waits for UCX request `req` (from a *_nbx call) by progressing `worker` until `deadline`. Returns its status, or
 /// UCS_ERR_TIMED_OUT (the request is then cancelled where possible and freed).
-ucs_status_t waitRequest(ucp_worker_h worker, void* req, const Op& op, std::chrono::steady_clock::time_point deadline) {
+ucs_status_t waitRequest(const UcxApi& api, ucp_worker_h worker, void* req, const Op& op,
+                         std::chrono::steady_clock::time_point deadline) {
   if (req == nullptr) return UCS_OK;
   if (UCS_PTR_IS_ERR(req)) return UCS_PTR_STATUS(req);
   while (!op.done && std::chrono::steady_clock::now() < deadline) {
-    if (ucp_worker_progress(worker) == 0) std::this_thread::yield();
+    if (api.worker_progress(worker) == 0) std::this_thread::yield();
   }
-  ucp_request_free(req);
+  api.request_free(req);
   return op.done ? op.status : UCS_ERR_TIMED_OUT;
 }
 
 }  // namespace
 
-std::string statusText(ucs_status_t status) { return fmt::format("UCX: {}", ucs_status_string(status)); }
+std::string statusText(ucs_status_t status) {
+  const UcxApi& api = UcxApi::get();
+  return api.ok() ? fmt::format("UCX: {}", api.status_string(status)) : fmt::format("UCX status {}", int{status});
+}
 
-Worker::Worker(int rank, int nranks, size_t expectedPeers) : rank_(rank), peers_(nranks) {
+Worker::Worker(int rank, int nranks, size_t expectedPeers) : api_(UcxApi::get()), rank_(rank), peers_(nranks) {
+  if (!api_.ok())
+    throw Error(hocclSystemError, fmt::format("ucx: rank {} was asked for UCX (HOCCL_NET={}; NCCL_NET through the "
+                                              "NCCL shim), but {}",
+                                              rank, params::NET.get(), api_.why()));
   for (int r = 0; r < nranks; ++r) peers_[r].rank = r;
   ucp_config_t* config = nullptr;
-  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  ucs_status_t st = api_.config_read(nullptr, nullptr, &config);
   if (st != UCS_OK)
     throw Error(hocclSystemError, fmt::format("ucx: rank {} cannot read UCX's configuration ({}); check the UCX_* "
                                               "environment variables (ucx_info -c lists them)",
@@ -66,8 +73,8 @@ Worker::Worker(int rank, int nranks, size_t expectedPeers) : rank_(rank), peers_
   params.mt_workers_shared = 0;
   params.estimated_num_eps = std::max<size_t>(1, expectedPeers);
   params.name = "hoccl";
-  st = ucp_init(&params, config, &context_);
-  ucp_config_release(config);
+  st = api_.init(&params, config, &context_);
+  api_.config_release(config);
   if (st != UCS_OK) {
     const char* tls = std::getenv("UCX_TLS");
     throw Error(hocclSystemError,
@@ -78,23 +85,23 @@ Worker::Worker(int rank, int nranks, size_t expectedPeers) : rank_(rank), peers_
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
-  st = ucp_worker_create(context_, &wp, &worker_);
+  st = api_.worker_create(context_, &wp, &worker_);
   if (st != UCS_OK) {
-    ucp_cleanup(context_);
+    api_.cleanup(context_);
     throw Error(hocclSystemError, fmt::format("ucx: rank {} cannot create a UCX worker ({})", rank, statusText(st)));
   }
-  if (ucp_worker_get_efd(worker_, &efd_) != UCS_OK) efd_ = -1;
+  if (api_.worker_get_efd(worker_, &efd_) != UCS_OK) efd_ = -1;
   ucp_address_t* addr = nullptr;
   size_t len = 0;
-  st = ucp_worker_get_address(worker_, &addr, &len);
+  st = api_.worker_get_address(worker_, &addr, &len);
   if (st != UCS_OK) {
-    ucp_worker_destroy(worker_);
-    ucp_cleanup(context_);
+    api_.worker_destroy(worker_);
+    api_.cleanup(context_);
     throw Error(hocclSystemError,
                 fmt::format("ucx: rank {} cannot get its UCX worker address ({})", rank, statusText(st)));
   }
   address_.assign(reinterpret_cast<char*>(addr), reinterpret_cast<char*>(addr) + len);
-  ucp_worker_release_address(worker_, addr);
+  api_.worker_release_address(worker_, addr);
 }
 
 void Worker::connect(int peer, const std::vector<char>& peerAddress, const std::string& peerText) {
@@ -111,16 +118,16 @@ void Worker::connect(int peer, const std::vector<char>& peerAddress, const std::
   if (peerErrorsWork_) {
     // UCX logs an ERROR when no transport has peer error handling; that is expected here (we retry without), so
     // its log is quiet for this one attempt.
-    const ucs_log_level_t level = ucs_global_opts.log_component.log_level;
-    ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_FATAL;
-    st = ucp_ep_create(worker_, &ep, &p.ep);
-    ucs_global_opts.log_component.log_level = level;
+    const ucs_log_level_t level = api_.get_log_level();
+    api_.set_log_level(UCS_LOG_LEVEL_FATAL);
+    st = api_.ep_create(worker_, &ep, &p.ep);
+    api_.set_log_level(level);
     peerErrorsWork_ = st != UCS_ERR_UNREACHABLE;
   }
   p.errorHandling = st == UCS_OK;
   if (st == UCS_ERR_UNREACHABLE) {  // no transport with peer error handling (shared memory): without it
     ep.field_mask &= ~(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
-    st = ucp_ep_create(worker_, &ep, &p.ep);
+    st = api_.ep_create(worker_, &ep, &p.ep);
     if (st == UCS_OK)
       HOCCL_INFO(kNet,
                  "ucx: rank {} -> {}: no UCX transport with peer error handling, endpoint made without (a dead "
@@ -148,7 +155,7 @@ std::vector<std::pair<int, std::string>> Worker::flushAll(std::chrono::steady_cl
     rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     rp.cb.send = onFlushed;
     rp.user_data = op.get();
-    void* req = ucp_ep_flush_nbx(p.ep, &rp);
+    void* req = api_.ep_flush_nbx(p.ep, &rp);
     if (req == nullptr) continue;
     if (UCS_PTR_IS_ERR(req)) {
       failed.emplace_back(p.rank, statusText(UCS_PTR_STATUS(req)));
@@ -158,7 +165,7 @@ std::vector<std::pair<int, std::string>> Worker::flushAll(std::chrono::steady_cl
     ops.emplace_back(p.rank, std::move(op));
   }
   for (auto& [rank, op] : ops) {
-    ucs_status_t st = waitRequest(worker_, op->request, *op, deadline);
+    ucs_status_t st = waitRequest(api_, worker_, op->request, *op, deadline);
     if (st == UCS_ERR_TIMED_OUT) {
       failed.emplace_back(rank, "its wire-up did not complete in time");
       orphans_.push_back(std::move(op));  // UCX may still call back
@@ -173,7 +180,7 @@ std::vector<std::pair<int, std::string>> Worker::flushAll(std::chrono::steady_cl
 
 bool Worker::progress() {
   bool any = false;
-  while (ucp_worker_progress(worker_) != 0) any = true;
+  while (api_.worker_progress(worker_) != 0) any = true;
   return any;
 }
 
@@ -195,9 +202,9 @@ void Worker::idleLoop() {
       idleCv_.wait(lk, [this] { return stopping_ || busyChannels_ == 0; });
       continue;
     }
-    while (ucp_worker_progress(worker_) != 0) {
+    while (api_.worker_progress(worker_) != 0) {
     }
-    const ucs_status_t st = efd_ >= 0 ? ucp_worker_arm(worker_) : UCS_ERR_UNSUPPORTED;
+    const ucs_status_t st = efd_ >= 0 ? api_.worker_arm(worker_) : UCS_ERR_UNSUPPORTED;
     if (st == UCS_ERR_BUSY) continue;  // events arrived meanwhile: progress again
     lk.unlock();
     if (st == UCS_OK && wakeFd_ >= 0) {
@@ -235,7 +242,7 @@ void Worker::waitForActivity(int timeoutMicros) {
   ucs_status_t st;
   {
     std::lock_guard<std::mutex> g(mu_);
-    st = ucp_worker_arm(worker_);
+    st = api_.worker_arm(worker_);
   }
   if (st == UCS_ERR_BUSY) return;  // events are waiting: progress at once
   if (st != UCS_OK) {
@@ -259,7 +266,7 @@ Staging* Worker::acquireStaging(size_t bytes) {
     mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
     mp.address = s->data.get();
     mp.length = s->bytes;
-    if (ucp_mem_map(context_, &mp, &s->memh) != UCS_OK) s->memh = nullptr;  // UCX then registers per operation
+    if (api_.mem_map(context_, &mp, &s->memh) != UCS_OK) s->memh = nullptr;  // UCX then registers per operation
     best = s.get();
     staging_.push_back(std::move(s));
   }
@@ -278,7 +285,7 @@ std::string Worker::describeEndpoint(int peer) const {
   size_t size = 0;
   FILE* f = open_memstream(&text, &size);
   if (!f) return "?";
-  ucp_ep_print_info(p.ep, f);
+  api_.ep_print_info(p.ep, f);
   std::fclose(f);
   // Lines like "#                 lane[0]:  1:tcp/eth0.0 md[1]           ..." name each lane's transport/device.
   std::set<std::string> lanes;
@@ -318,12 +325,12 @@ void Worker::closeEndpoints() {
       rp.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
       rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
     }
-    void* req = ucp_ep_close_nbx(p.ep, &rp);
+    void* req = api_.ep_close_nbx(p.ep, &rp);
     p.ep = nullptr;
     if (req && !UCS_PTR_IS_ERR(req)) closing.emplace_back(req, std::move(op));
   }
   for (auto& [req, op] : closing) {
-    if (waitRequest(worker_, req, *op, deadline) == UCS_ERR_TIMED_OUT) orphans_.push_back(std::move(op));
+    if (waitRequest(api_, worker_, req, *op, deadline) == UCS_ERR_TIMED_OUT) orphans_.push_back(std::move(op));
   }
 }
 
@@ -332,13 +339,13 @@ Worker::~Worker() {
   const bool unclean = !orphans_.empty();
   closeEndpoints();
   for (auto& s : staging_)
-    if (s->memh) ucp_mem_unmap(context_, s->memh);
+    if (s->memh) api_.mem_unmap(context_, s->memh);
   // After a failure UCX warns about messages nobody will receive any more; hoccl has reported the failure already.
-  const ucs_log_level_t level = ucs_global_opts.log_component.log_level;
-  if (unclean) ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_ERROR;
-  ucp_worker_destroy(worker_);
-  ucp_cleanup(context_);
-  ucs_global_opts.log_component.log_level = level;
+  const ucs_log_level_t level = api_.get_log_level();
+  if (unclean) api_.set_log_level(UCS_LOG_LEVEL_ERROR);
+  api_.worker_destroy(worker_);
+  api_.cleanup(context_);
+  api_.set_log_level(level);
 }
 
 }  // namespace hoccl::transport::ucx

@@ -26,7 +26,7 @@
 /// match messages in sending order.
 #pragma once
 
-#include <ucp/api/ucp.h>
+#include "transports/ucx/ucx_api.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -78,9 +78,10 @@ struct PeerEp {
 /// The UCP context and worker of one communicator.
 class Worker {
  public:
-  /// Reads UCX's configuration (UCX_TLS, UCX_NET_DEVICES, ...), creates the context and the worker of `rank` (one
-  /// endpoint slot per rank of `nranks`). Throws hoccl::Error (hocclSystemError) with UCX's reason when UCX cannot
-  /// start.
+  /// Loads UCX (the plugin, ucx_api.h), reads UCX's configuration (UCX_TLS, UCX_NET_DEVICES, ...), creates the
+  /// context and the worker of `rank` (one endpoint slot per rank of `nranks`). Throws hoccl::Error
+  /// (hocclSystemError) saying what to install when the plugin or UCX cannot be loaded, and with UCX's reason when
+  /// UCX cannot start.
   Worker(int rank, int nranks, size_t expectedPeers);
   ~Worker();
   Worker(const Worker&) = delete;
@@ -122,6 +123,8 @@ class Worker {
 
   /// UCX's handle (for the channels).
   ucp_worker_h handle() const { return worker_; }
+  /// UCX's functions (for the channels).
+  const UcxApi& api() const { return api_; }
   /// This rank.
   int rank() const { return rank_; }
 
@@ -130,6 +133,7 @@ class Worker {
   void idleLoop();
   void stopIdleProgress();
 
+  const UcxApi& api_;
   int rank_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
