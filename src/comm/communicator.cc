@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "comm/launcher_env.h"
+#include "comm/one_sided.h"
 #include "comm/proxy.h"
 #include "comm/topo_probe.h"
 #include "kernels/device/device.h"

@@ -26,6 +26,7 @@ namespace hoccl {
 
 using topo::ByteCounters;
 class Proxy;
+class OneSided;
 
 /// A communicator. Created by CommInitRank / CommSplit; one thread drives it at a time.
 class Communicator {
@@ -102,6 +103,8 @@ class Communicator {
   Proxy& proxy();
   /// The proxy if one was made, else null.
   Proxy* proxyIfAny() const { return proxy_.get(); }
+  /// The one-sided windows and signals (comm/one_sided.h), made on first use.
+  OneSided& oneSided();
 
  private:
   int rank_;
@@ -112,7 +115,7 @@ class Communicator {
   topo::Topology topology_;
   std::vector<std::unique_ptr<transport::Transport>> transports_;
   [[noreturn]] void noChannel(int peer) const;
-  kernels::Registrations registrations_;  // before the shortcuts, which use it
+  kernels::Registrations registrations_;                       // before the shortcuts, which use it
   std::vector<std::unique_ptr<transport::Channel>> channels_;  // by rank; null until connected
   std::vector<int> transportIndexOf_;                          // by rank: index in transports_ (-1: this rank)
   bool lazy_ = false;
@@ -129,7 +132,8 @@ class Communicator {
   ByteCounters counters_;
   uint64_t collSeq_ = 0;
   std::unique_ptr<FlightRecorder> recorder_;
-  std::unique_ptr<Proxy> proxy_;  // last: stopped first, while everything it uses still exists
+  std::unique_ptr<OneSided> oneSided_;  // after the registrations, which it uses
+  std::unique_ptr<Proxy> proxy_;        // last: stopped first, while everything it uses still exists
 };
 
 /// Counts one running call in comm.inFlight for its lifetime, so that hocclCommAbort (another thread) can wait
