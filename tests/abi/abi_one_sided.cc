@@ -12,7 +12,6 @@
 /// - failures: with NCCL_TIMEOUT=2 a wait for a signal that never comes is ncclTimeout naming the peer and the
 ///   signal index; a wait on a peer that exited is ncclRemoteError naming it (before the timeout).
 #include <chrono>
-#include <thread>
 
 #include "abi_util.h"
 
@@ -186,8 +185,8 @@ void dataAndRefusals(int rank, int n, const ncclUniqueId& id) {
   expectResult(ncclMemFree(mem), ncclSuccess, "ncclMemFree");
 }
 
-// Rank 0 waits for a signal that rank 1 never sends (ncclTimeout), then for one from a rank that exits
-// (ncclRemoteError before the timeout).
+// Rank 0 waits for a signal that rank 1 never sends (ncclTimeout), then tells rank 1 to exit and waits again: a
+// wait on a peer that exited is ncclRemoteError, well before the timeout.
 void failures(int rank, const ncclUniqueId& id) {
   setenv("NCCL_TIMEOUT", "2", 1);
   ncclComm_t comm = nullptr;
@@ -197,8 +196,16 @@ void failures(int rank, const ncclUniqueId& id) {
   ncclWindow_t win = nullptr;
   expectResult(ncclCommWindowRegister(comm, mem, 4096, &win, NCCL_WIN_DEFAULT), ncclSuccess, "window register");
   if (rank == 1) {
-    std::this_thread::sleep_for(std::chrono::seconds(4));  // in no wait of its own: rank 0's wait times out
-    _exit(0);                                              // then leaves without a word
+    // Waits (each wait giving up after 2 s) until rank 0's first wait timed out and rank 0 said so with a signal,
+    // then leaves without a word while rank 0 waits again.
+    ncclWaitSignalDesc_t told = {1, 0, 6, 1};
+    ncclResult_t r;
+    while ((r = ncclWaitSignal(1, &told, comm, nullptr)) == ncclTimeout) {
+    }
+    check(r == ncclSuccess, "rank 1 waiting for rank 0's word: %s", ncclGetLastError(comm));
+    std::printf("[rank 1] %d checks passed, %d failed\n", abi::passes(), abi::failures());
+    std::fflush(stdout);
+    _exit(abi::failures() == 0 ? 0 : 1);
   }
   ncclWaitSignalDesc_t desc = {2, 1, 5, 2};
   const auto start = std::chrono::steady_clock::now();
@@ -208,6 +215,7 @@ void failures(int rank, const ncclUniqueId& id) {
   check(contains(text, "rank 1") && contains(text, "signal index 5") && contains(text, "0 of 2"),
         "timeout text names the peer and the signal: %s", text);
   check(took >= 1.5 && took < 3.9, "the wait gave up after %.1f s (NCCL_TIMEOUT=2)", took);
+  expectResult(ncclSignal(1, 6, 1, 0, comm, nullptr), ncclSuccess, "tell rank 1 to leave");
   const auto again = std::chrono::steady_clock::now();
   const ncclResult_t r = ncclWaitSignal(1, &desc, comm, nullptr);  // rank 1 exits during this wait
   check(r == ncclRemoteError, "a wait on a peer that exited returned %d: %s", static_cast<int>(r),
