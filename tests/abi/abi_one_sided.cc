@@ -10,7 +10,8 @@
 ///   peer's part, an offset that overflows, a peer out of range, bad sigIdx / ctx / flags, an unknown or deregistered
 ///   window, a window of another communicator, and a window that is not ncclMemAlloc memory.
 /// - failures: with NCCL_TIMEOUT=2 a wait for a signal that never comes is ncclTimeout naming the peer and the
-///   signal index; a wait on a peer that exited is ncclRemoteError naming it (before the timeout).
+///   signal index; a wait on a peer that exited is ncclRemoteError naming it (before the timeout); ranks on
+///   different hosts (HOCCL_HOSTID) are refused with ncclInvalidUsage saying to use ncclSend/ncclRecv.
 #include <chrono>
 
 #include "abi_util.h"
@@ -226,12 +227,44 @@ void failures(int rank, const ncclUniqueId& id) {
   ncclCommAbort(comm);
 }
 
+// Two ranks that say they run on different hosts (HOCCL_HOSTID): puts, signals and waits between them are refused
+// with a text that says why and what to use; the two-sided calls still work.
+void otherHosts(int rank, const ncclUniqueId& id) {
+  setenv("HOCCL_HOSTID", rank == 0 ? "one-sided-host-a" : "one-sided-host-b", 1);
+  ncclComm_t comm = nullptr;
+  if (!expectResult(ncclCommInitRank(&comm, 2, id, rank), ncclSuccess, "init")) return;
+  void* mem = nullptr;
+  expectResult(ncclMemAlloc(&mem, 4096), ncclSuccess, "ncclMemAlloc");
+  std::memset(mem, 'w', 4096);
+  ncclWindow_t win = nullptr;
+  expectResult(ncclCommWindowRegister(comm, mem, 4096, &win, NCCL_WIN_DEFAULT), ncclSuccess, "window register");
+  char src[8] = {};
+  expectResult(ncclPutSignal(src, 8, ncclInt8, 1 - rank, win, 0, 0, 0, 0, comm, nullptr), ncclInvalidUsage,
+               "put to another host");
+  check(contains(ncclGetLastError(comm), "another host") && contains(ncclGetLastError(comm), "ncclSend"),
+        "other-host text: %s", ncclGetLastError(comm));
+  expectResult(ncclSignal(1 - rank, 0, 0, 0, comm, nullptr), ncclInvalidUsage, "signal to another host");
+  ncclWaitSignalDesc_t desc = {1, 1 - rank, 0, 0};
+  expectResult(ncclWaitSignal(1, &desc, comm, nullptr), ncclInvalidUsage, "wait on another host");
+  expectResult(ncclPutSignal(src, 8, ncclInt8, rank, win, 8, 0, 0, 0, comm, nullptr), ncclSuccess, "put to itself");
+  desc = {1, rank, 0, 0};
+  expectResult(ncclWaitSignal(1, &desc, comm, nullptr), ncclSuccess, "wait on itself");
+  barrier(comm);
+  const char* p = static_cast<const char*>(mem);
+  bool same = p[7] == 'w' && p[16] == 'w';
+  for (int i = 8; i < 16; ++i) same = same && p[i] == 0;
+  check(same, "only this rank's own put changed its window");
+  expectResult(ncclCommWindowDeregister(comm, win), ncclSuccess, "window deregister");
+  expectResult(ncclCommDestroy(comm), ncclSuccess, "destroy");
+  expectResult(ncclMemFree(mem), ncclSuccess, "ncclMemFree");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 2;
   int bad = abi::runRanks(n, 60, [n](int rank, const ncclUniqueId& id) { dataAndRefusals(rank, n, id); });
-  if (n == 2) bad += abi::runRanks(2, 60, failures);
+  if (n == 2) bad += abi::runRanks(2, 60, failures) + abi::runRanks(2, 60, otherHosts);
   std::printf("%s\n", bad == 0 ? "abi_one_sided: all ranks passed" : "abi_one_sided: FAILED");
   return bad == 0 ? 0 : 1;
 }
