@@ -225,12 +225,14 @@ void OneSided::putSignal(const void* src, size_t bytes, int peer, hocclWindow_t 
 }
 
 void OneSided::signal(int peer, int sigIdx, int ctx, unsigned flags) {
+  InFlightGuard inFlight(comm_);
   checkSignal("signal", peer, sigIdx, ctx, flags);
   if (peer != rank_) requireSameHost("signal", peer);
   bump(peer, sigIdx, ctx);
 }
 
 void OneSided::wait(int n, const hocclWaitSignalDesc_t* descs) {
+  InFlightGuard inFlight(comm_);  // an abort marks the health (checked below), then waits for this call to leave
   if (n < 0) throwInvalidArgument(fmt::format("{}: nDesc is {}; it must be 0 or more", who(), n));
   if (n > 0 && !descs) throwInvalidArgument(fmt::format("{}: signalDescs is NULL but nDesc is {}", who(), n));
   struct Need {
@@ -274,9 +276,9 @@ void OneSided::wait(int n, const hocclWaitSignalDesc_t* descs) {
     bool done = true;
     for (const Need& need : needs) done = done && arrived(need) >= need.target;
     if (done) break;
+    Health& health = comm_.health();  // every poll: an abort from another thread is seen at once
+    if (health.aborted() || health.failed()) health.check(who(), "hocclWaitSignal");
     if ((polls & 255) == 0) {
-      Health& health = comm_.health();
-      if (health.aborted() || health.failed()) health.check(who(), "hocclWaitSignal");
       const auto now = std::chrono::steady_clock::now();
       if (now >= nextLiveness) {
         nextLiveness = now + kLivenessInterval;
