@@ -11,8 +11,10 @@
 ///   window, a window of another communicator, and a window that is not ncclMemAlloc memory.
 /// - failures: with NCCL_TIMEOUT=2 a wait for a signal that never comes is ncclTimeout naming the peer and the
 ///   signal index; a wait on a peer that exited is ncclRemoteError naming it (before the timeout); ranks on
-///   different hosts (HOCCL_HOSTID) are refused with ncclInvalidUsage saying to use ncclSend/ncclRecv.
+///   different hosts (HOCCL_HOSTID) are refused with ncclInvalidUsage saying to use ncclSend/ncclRecv; a wait
+///   leaves at once when another thread aborts the communicator.
 #include <chrono>
+#include <thread>
 
 #include "abi_util.h"
 
@@ -259,12 +261,37 @@ void otherHosts(int rank, const ncclUniqueId& id) {
   expectResult(ncclMemFree(mem), ncclSuccess, "ncclMemFree");
 }
 
+// One rank waits for a signal that never comes while another thread aborts the communicator: the wait returns at
+// once (not at the timeout) with an error, and the abort returns.
+void abortDuringWait(int rank, const ncclUniqueId& id) {
+  setenv("NCCL_TIMEOUT", "30", 1);
+  ncclComm_t comm = nullptr;
+  if (!expectResult(ncclCommInitRank(&comm, 1, id, rank), ncclSuccess, "init")) return;
+  void* mem = nullptr;
+  expectResult(ncclMemAlloc(&mem, 4096), ncclSuccess, "ncclMemAlloc");
+  ncclWindow_t win = nullptr;
+  expectResult(ncclCommWindowRegister(comm, mem, 4096, &win, NCCL_WIN_DEFAULT), ncclSuccess, "window register");
+  std::thread aborter([comm] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    expectResult(ncclCommAbort(comm), ncclSuccess, "abort from another thread");
+  });
+  ncclWaitSignalDesc_t desc = {1, 0, 0, 0};
+  const auto start = std::chrono::steady_clock::now();
+  const ncclResult_t r = ncclWaitSignal(1, &desc, comm, nullptr);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  aborter.join();
+  check(r != ncclSuccess && r != ncclTimeout && took < 5.0,
+        "a wait on an aborted communicator returned %d after %.1f s", static_cast<int>(r), took);
+  expectResult(ncclMemFree(mem), ncclSuccess, "ncclMemFree");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 2;
   int bad = abi::runRanks(n, 60, [n](int rank, const ncclUniqueId& id) { dataAndRefusals(rank, n, id); });
-  if (n == 2) bad += abi::runRanks(2, 60, failures) + abi::runRanks(2, 60, otherHosts);
+  if (n == 2)
+    bad += abi::runRanks(2, 60, failures) + abi::runRanks(2, 60, otherHosts) + abi::runRanks(1, 60, abortDuringWait);
   std::printf("%s\n", bad == 0 ? "abi_one_sided: all ranks passed" : "abi_one_sided: FAILED");
   return bad == 0 ? 0 : 1;
 }
