@@ -123,6 +123,38 @@ size_t sharedBlockBytes(const void* ptr) {
   return it == t.blocks.end() ? 0 : it->second.bytes;
 }
 
+void* mapPeerShared(int pid, const SharedRef& ref, std::string* why, int* err) {
+  const std::string path = fmt::format("/proc/{}/fd/{}", pid, ref.fd);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    *err = errno;
+    *why = fmt::format("cannot open {}", path);
+    return nullptr;
+  }
+  struct stat st {};
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_ino) != ref.inode ||
+      static_cast<uint64_t>(st.st_size) != ref.fileBytes || seals < 0 || !(seals & F_SEAL_SHRINK)) {
+    *err = errno ? errno : EINVAL;
+    close(fd);
+    *why = fmt::format("{} is not the sealed block of {} bytes (inode {}) that the peer published", path, ref.fileBytes,
+                       ref.inode);
+    return nullptr;
+  }
+  void* base = mmap(nullptr, ref.fileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  *err = errno;
+  close(fd);
+  if (base == MAP_FAILED) {
+    *why = fmt::format("mmap of {} failed", path);
+    return nullptr;
+  }
+  return base;
+}
+
+void unmapPeerShared(void* base, uint64_t fileBytes) {
+  if (base) munmap(base, fileBytes);
+}
+
 SharedPin::SharedPin(const void* ptr) {
   Table& t = table();
   if (!ptr || t.live.load(std::memory_order_acquire) == 0) return;

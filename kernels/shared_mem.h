@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace hoccl::kernels {
 
@@ -31,6 +32,14 @@ void sharedFree(void* ptr);
 bool findShared(const void* ptr, size_t bytes, SharedRef* ref);
 /// Total bytes of the live block that contains ptr (0 when none).
 size_t sharedBlockBytes(const void* ptr);
+
+/// Maps the whole block `ref` that process `pid` of this host allocated (sharedAlloc) into this process, through
+/// /proc/<pid>/fd/<fd>, after checking that the file there is the one it published (inode and size) and that it is
+/// sealed against shrinking (so the mapping can never fault). Returns the mapping's base (unmap with
+/// unmapPeerShared), or null with `why` (a short reason) and `err` (an errno value) set.
+void* mapPeerShared(int pid, const SharedRef& ref, std::string* why, int* err);
+/// Unmaps a mapping of mapPeerShared of `fileBytes` bytes.
+void unmapPeerShared(void* base, uint64_t fileBytes);
 
 /// Keeps the block holding a pointer from being freed while it lives (RAII; nothing when the pointer is not shared).
 class SharedPin {

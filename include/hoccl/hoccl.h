@@ -350,6 +350,44 @@ hocclResult_t hocclCommRegister(hocclComm_t comm, void* buff, size_t size, void*
 /// Removes a registration of hocclCommRegister. hocclInvalidUsage, registration kept, while a collective uses it.
 hocclResult_t hocclCommDeregister(hocclComm_t comm, void* handle);
 
+/* ---- one-sided puts and signals on one host (issue 13) ---- */
+/// A window: a range of every rank's memory registered together (hocclCommWindowRegister), which the other ranks of
+/// the host can write with hocclPutSignal.
+typedef struct hocclWindow* hocclWindow_t;
+/// Signal indices per communicator: sigIdx of the calls below is in [0, HOCCL_ONE_SIDED_SIGNALS).
+#define HOCCL_ONE_SIDED_SIGNALS 8
+/// Contexts per communicator: ctx of the calls below is in [0, HOCCL_ONE_SIDED_CONTEXTS).
+#define HOCCL_ONE_SIDED_CONTEXTS 4
+/// What hocclWaitSignal waits for: opCnt more signals from rank `peer` on (sigIdx, ctx).
+typedef struct {
+  int opCnt;   ///< signals to wait for (and consume); 0: nothing
+  int peer;    ///< the rank that sends them
+  int sigIdx;  ///< signal index, [0, HOCCL_ONE_SIDED_SIGNALS)
+  int ctx;     ///< context, [0, HOCCL_ONE_SIDED_CONTEXTS)
+} hocclWaitSignalDesc_t;
+/// Registers [buff, buff+size) of every rank as one window; collective (every rank calls it, in the same order with
+/// its own buffer and size, which may differ). The ranks swap their sizes and where their buffers lie, so a put is
+/// checked against the size of the target's part. Peers on this host can put into a rank's part when it is memory
+/// of hocclMemAlloc (else only the rank itself can). Also a registration as hocclCommRegister makes. Fails on every
+/// rank when one rank's part is refused (that rank says why). hoccl extension (NCCL's ncclCommWindowRegister).
+hocclResult_t hocclCommWindowRegister(hocclComm_t comm, void* buff, size_t size, hocclWindow_t* win);
+/// Removes a window of hocclCommWindowRegister (local; peers' puts already returned are complete).
+hocclResult_t hocclCommWindowDeregister(hocclComm_t comm, hocclWindow_t win);
+/// Copies count elements of datatype from localbuff into the part of win that rank `peer` registered, at byte
+/// `peerWinOffset`, then adds one to peer's signal (sigIdx, ctx) from this rank. Host memory; returns when both are
+/// done (the peer's hocclWaitSignal that sees the signal sees the data). The peer must be on this host and its part
+/// memory of hocclMemAlloc (or be this rank); offset + bytes must lie within its part; flags must be 0. Nothing is
+/// written when a check fails. hoccl extension (NCCL's ncclPutSignal).
+hocclResult_t hocclPutSignal(const void* localbuff, size_t count, hocclDataType_t datatype, int peer, hocclWindow_t win,
+                             size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, hocclComm_t comm);
+/// Adds one to peer's signal (sigIdx, ctx) from this rank, after every put of this rank before it. Needs a window
+/// registered on comm (the signals are set up with the first). hoccl extension (NCCL's ncclSignal).
+hocclResult_t hocclSignal(int peer, int sigIdx, int ctx, unsigned int flags, hocclComm_t comm);
+/// Waits until, for every descriptor, opCnt more signals than were consumed before came from its peer, then consumes
+/// them. Honours HOCCL_TIMEOUT (hocclTimeout naming the peer and the signal, nothing consumed), and reports a dead
+/// or aborted peer (hocclRemoteError). hoccl extension (NCCL's ncclWaitSignal).
+hocclResult_t hocclWaitSignal(int nDesc, const hocclWaitSignalDesc_t* descs, hocclComm_t comm);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

@@ -14,6 +14,7 @@
 
 #include "comm/gpu_host.h"
 #include "comm/launcher_env.h"
+#include "comm/one_sided.h"
 #include "comm/proxy.h"
 #include "comm/topo_probe.h"
 #include "exec/staged_channel.h"

@@ -26,6 +26,7 @@ namespace hoccl {
 
 using topo::ByteCounters;
 class Proxy;
+class OneSided;
 namespace exec {
 class StagedChannel;
 }
@@ -111,6 +112,8 @@ class Communicator {
   Proxy& proxy();
   /// The proxy if one was made, else null.
   Proxy* proxyIfAny() const { return proxy_.get(); }
+  /// The one-sided windows and signals (comm/one_sided.h), made on first use.
+  OneSided& oneSided();
 
  private:
   int rank_;
@@ -141,7 +144,8 @@ class Communicator {
   ByteCounters counters_;
   uint64_t collSeq_ = 0;
   std::unique_ptr<FlightRecorder> recorder_;
-  std::unique_ptr<Proxy> proxy_;  // last: stopped first, while everything it uses still exists
+  std::unique_ptr<OneSided> oneSided_;  // after the registrations, which it uses
+  std::unique_ptr<Proxy> proxy_;        // last: stopped first, while everything it uses still exists
 };
 
 /// Counts one running call in comm.inFlight for its lifetime, so that hocclCommAbort (another thread) can wait

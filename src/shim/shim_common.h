@@ -71,9 +71,10 @@ void dropRegistrations(ncclComm_t comm);
 
 /// A window made by ncclCommWindowRegister, as the shim recorded it (shim_mem.cc).
 struct WindowInfo {
-  ncclComm_t comm;  ///< the communicator it was registered with
-  void* base;       ///< the caller's buffer
-  size_t bytes;     ///< its size
+  ncclComm_t comm;      ///< the communicator it was registered with
+  void* base;           ///< the caller's buffer
+  size_t bytes;         ///< its size
+  hocclWindow_t hoccl;  ///< the communicator's window (hocclCommWindowRegister)
 };
 /// The window behind win; throws InvalidArgument when win is not a live window of this process.
 WindowInfo windowInfo(ncclWindow_t win);

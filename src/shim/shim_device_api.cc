@@ -5,8 +5,9 @@
 /// (LSA) team of one, so the rail team is the whole world; no CFT fabric, so the CFT teams are that team of one
 /// too. A window's pointer for this rank (its LSA rank 0, or its own world rank) is the host address it was
 /// registered with; a peer's, multimem and CFT addresses need GPU memory mappings and are refused. The one-sided
-/// calls of nccl.h (ncclPutSignal, ncclSignal, ncclWaitSignal) write into a peer's window through GPU mappings or
-/// GIN, which hoccl's two-sided host transports do not offer: ncclInvalidUsage with a text.
+/// calls of nccl.h (ncclPutSignal, ncclSignal, ncclWaitSignal) are hoccl's host-memory ones (comm/one_sided.h):
+/// between the ranks of one host, into windows of ncclMemAlloc memory; they run when called (host memory is not
+/// stream-ordered: a non-null stream is synchronised first, as for the collectives).
 #include <fmt/format.h>
 
 #include "shim/shim_common.h"
@@ -40,13 +41,14 @@ ncclResult_t noDeviceApi(const char* fn) {
   return guarded(fn, []() -> ncclResult_t { unsupported(kNoDeviceApi); });
 }
 
-constexpr const char* kNoOneSided =
-    "one-sided puts and signals need a GPU: NCCL writes into the peer's window through GPU memory mappings or GIN, "
-    "and hoccl's libnccl.so.2 moves host memory over two-sided transports (shared memory, tcp). Use ncclSend/"
-    "ncclRecv inside ncclGroupStart/ncclGroupEnd, or NVIDIA's libnccl.so.2 on GPUs.";
-
-ncclResult_t noOneSided(const char* fn) {
-  return guarded(fn, []() -> ncclResult_t { unsupported(kNoOneSided); });
+// The window behind win, which must belong to comm.
+hocclWindow_t windowOfComm(ncclWindow_t win, ncclComm_t comm) {
+  const WindowInfo w = windowInfo(win);
+  if (w.comm != comm)
+    throw hoccl::Error(hocclInvalidArgument,
+                       fmt::format("window {} belongs to communicator {}, not to {}", static_cast<void*>(win),
+                                   static_cast<void*>(w.comm), static_cast<void*>(comm)));
+  return w.hoccl;
 }
 
 constexpr const char* kNoMapping =
@@ -116,17 +118,38 @@ ncclResult_t pncclGinInboxA2ACreateRequirement(ncclTeam_t, int, int, struct nccl
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclGinInboxA2ACreateRequirement)
 
-ncclResult_t pncclPutSignal(const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int, int, unsigned int,
-                            ncclComm_t, cudaStream_t) {
-  return noOneSided("ncclPutSignal");
+ncclResult_t pncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
+                            ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
+                            ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclPutSignal", [&] {
+    requireNotSuspended(comm);
+    const hocclWindow_t win = windowOfComm(peerWin, comm);
+    requireHostBuffer("localbuff", localbuff);
+    syncStream(stream);
+    return fromHoccl(hocclPutSignal(localbuff, count, toHoccl(datatype), peer, win, peerWinOffset, sigIdx, ctx, flags,
+                                    toHoccl(comm)),
+                     toHoccl(comm));
+  });
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclPutSignal)
 
-ncclResult_t pncclSignal(int, int, int, unsigned int, ncclComm_t, cudaStream_t) { return noOneSided("ncclSignal"); }
+ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclSignal", [&] {
+    requireNotSuspended(comm);
+    syncStream(stream);
+    return fromHoccl(hocclSignal(peer, sigIdx, ctx, flags, toHoccl(comm)), toHoccl(comm));
+  });
+}
 HOCCL_NCCL_WEAK_ALIAS(ncclSignal)
 
-ncclResult_t pncclWaitSignal(int, ncclWaitSignalDesc_t*, ncclComm_t, cudaStream_t) {
-  return noOneSided("ncclWaitSignal");
+ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream) {
+  static_assert(sizeof(ncclWaitSignalDesc_t) == sizeof(hocclWaitSignalDesc_t), "same descriptor layout");
+  return guarded("ncclWaitSignal", [&] {
+    requireNotSuspended(comm);
+    syncStream(stream);
+    return fromHoccl(hocclWaitSignal(nDesc, reinterpret_cast<const hocclWaitSignalDesc_t*>(signalDescs), toHoccl(comm)),
+                     toHoccl(comm));
+  });
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclWaitSignal)
 

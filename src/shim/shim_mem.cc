@@ -1,10 +1,11 @@
 /// @file shim_mem.cc
 /// NCCL's memory calls for host memory: ncclMemAlloc/ncclMemFree are hocclMemAlloc/hocclMemFree (when the process
-/// has no CUDA device): page-aligned shared memory that the other ranks of the host can map. Buffer and window
-/// registrations are hocclCommRegister registrations (kept in the communicator's table, which the shm transport
-/// consults: memory of ncclMemAlloc registered on every rank of a host is read and written in place), plus a record
-/// here for the window calls; for other memory a registration changes nothing about how data moves.
-/// ncclWinGetUserPtr answers from the window's record.
+/// has no CUDA device): page-aligned shared memory that the other ranks of the host can map. Buffer registrations
+/// are hocclCommRegister registrations (kept in the communicator's table, which the shm transport consults: memory
+/// of ncclMemAlloc registered on every rank of a host is read and written in place); for other memory a
+/// registration changes nothing about how data moves. Windows are hocclCommWindowRegister windows (collective, as
+/// in NCCL: the ranks swap their parts' sizes and shared blocks for ncclPutSignal, comm/one_sided.h; also a
+/// registration as above). A record here per handle answers ncclWinGetUserPtr and checks handles.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -27,7 +28,7 @@ struct Registration {
   const void* base;
   size_t bytes;
   bool window;        ///< made by ncclCommWindowRegister (else ncclCommRegister)
-  void* hocclHandle;  ///< the communicator's registration (hocclCommRegister)
+  void* hocclHandle;  ///< the communicator's registration (hocclCommRegister) or window (hocclCommWindowRegister)
 };
 
 /// Registrations and ncclMemAlloc blocks of the process.
@@ -50,8 +51,14 @@ void* registerRange(ncclComm_t comm, void* buff, size_t size, bool window) {
   if (!buff && size > 0) throw hoccl::Error(hocclInvalidArgument, "buff is NULL but size is not 0");
   requireHostBuffer("buff", buff);
   void* hh = nullptr;
-  if (const hocclResult_t rc = hocclCommRegister(h, buff, size, &hh); rc != hocclSuccess)
+  if (window) {
+    hocclWindow_t w = nullptr;
+    if (const hocclResult_t rc = hocclCommWindowRegister(h, buff, size, &w); rc != hocclSuccess)
+      throw hoccl::Error(rc, hocclGetLastError(h));
+    hh = w;
+  } else if (const hocclResult_t rc = hocclCommRegister(h, buff, size, &hh); rc != hocclSuccess) {
     throw hoccl::Error(rc, hocclGetLastError(h));
+  }
   auto reg = std::make_unique<Registration>(Registration{comm, buff, size, window, hh});
   void* handle = reg.get();
   Registry& r = registry();
@@ -75,6 +82,11 @@ void deregisterRange(ncclComm_t comm, const void* handle, bool window) {
                        fmt::format("{} {} belongs to communicator {}, not to {}", kind, handle,
                                    static_cast<void*>(it->second->comm), static_cast<void*>(comm)));
   }
+  hocclComm_t h = toHoccl(comm);
+  void* hh = it->second->hocclHandle;
+  const hocclResult_t rc = window ? hocclCommWindowDeregister(h, static_cast<hocclWindow_t>(hh))
+                                  : hocclCommDeregister(h, hh);
+  if (rc != hocclSuccess) throw hoccl::Error(rc, hocclGetLastError(h));  // e.g. in use: the record stays too
   r.regs.erase(it);
 }
 
@@ -101,7 +113,7 @@ WindowInfo windowInfo(ncclWindow_t win) {
                                    static_cast<void*>(win)));
   }
   const Registration& reg = *it->second;
-  return WindowInfo{reg.comm, const_cast<void*>(reg.base), reg.bytes};
+  return WindowInfo{reg.comm, const_cast<void*>(reg.base), reg.bytes, static_cast<hocclWindow_t>(reg.hocclHandle)};
 }
 
 }  // namespace hoccl::shim

@@ -1,9 +1,6 @@
 // The cache of the peers' mapped shared memory (see shm_peer_maps.h).
 #include "transports/shm/shm_peer_maps.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "kernels/shared_mem.h"
 #include "transports/transport_util.h"
 
 namespace hoccl::transport::shm {
@@ -20,7 +18,7 @@ PeerMaps::~PeerMaps() { releaseAll(); }
 
 void PeerMaps::releaseAll() {
   for (auto& maps : byPeer_) {
-    for (Mapping& m : maps) munmap(m.base, m.bytes);
+    for (Mapping& m : maps) kernels::unmapPeerShared(m.base, m.bytes);
     maps.clear();
   }
 }
@@ -47,40 +45,27 @@ char* PeerMaps::map(int peer, const SharedDesc& desc, uint64_t published, size_t
       it->lastUse = uses_;
       return static_cast<char*>(it->base) + desc.offset;
     }
-    munmap(it->base, it->bytes);  // the descriptor number holds another file now: the old block was freed
+    kernels::unmapPeerShared(it->base,
+                             it->bytes);  // the descriptor number holds another file now: the old block was freed
     maps.erase(it);
     break;
   }
   if (maps.size() >= kMaxMapsPerPeer) {
     auto lru = std::min_element(maps.begin(), maps.end(),
                                 [](const Mapping& a, const Mapping& b) { return a.lastUse < b.lastUse; });
-    munmap(lru->base, lru->bytes);
+    kernels::unmapPeerShared(lru->base, lru->bytes);
     maps.erase(lru);
   }
-  const std::string path = fmt::format("/proc/{}/fd/{}", info.pid, desc.fd);
-  auto fail = [&](const std::string& why, int err) {
-    throwSystemError(fmt::format("{}: cannot map the shared buffer of {} ({}): {}. Did that rank free its "
-                                 "hocclMemAlloc memory while registered, or is its process out of sight "
-                                 "(separate pid namespaces)?",
-                                 who, describePeer(info), path, why),
+  const kernels::SharedRef ref{desc.fd, desc.inode, desc.fileBytes, desc.offset};
+  std::string why;
+  int err = 0;
+  void* base = kernels::mapPeerShared(info.pid, ref, &why, &err);
+  if (!base)
+    throwSystemError(fmt::format("{}: cannot map the shared buffer of {}: {}. Did that rank free its hocclMemAlloc "
+                                 "memory while registered, or is its process out of sight (separate pid "
+                                 "namespaces)?",
+                                 who, describePeer(info), why),
                      err);
-  };
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) fail("cannot open it", errno);
-  struct stat st {};
-  const int seals = fcntl(fd, F_GET_SEALS);
-  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_ino) != desc.inode ||
-      static_cast<uint64_t>(st.st_size) != desc.fileBytes || seals < 0 || !(seals & F_SEAL_SHRINK)) {
-    const int err = errno;
-    close(fd);
-    fail(fmt::format("it is not the sealed block of {} bytes (inode {}) that the peer published", desc.fileBytes,
-                     desc.inode),
-         err ? err : EINVAL);
-  }
-  void* base = mmap(nullptr, desc.fileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int err = errno;
-  close(fd);
-  if (base == MAP_FAILED) fail("mmap failed", err);
   maps.push_back(Mapping{desc.fd, desc.inode, base, desc.fileBytes, uses_});
   return static_cast<char*>(base) + desc.offset;
 }
