@@ -22,17 +22,10 @@
 
 #include <fmt/format.h>
 
+#include "topology/hwloc_util.h"
+
 namespace hoccl::topo {
 namespace {
-
-struct TopologyDeleter {
-  void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
-};
-
-std::string busIdOf(hwloc_obj_t pci) {
-  const auto& a = pci->attr->pcidev;
-  return fmt::format("{:04x}:{:02x}:{:02x}.{:x}", a.domain, a.bus, a.dev, a.func);
-}
 
 int numaOf(hwloc_topology_t topo, hwloc_obj_t obj, int numaNodes) {
   hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(topo, obj);
@@ -86,7 +79,7 @@ PciTree readPciTree() {
     tree.error = "hwloc_topology_init failed";
     return tree;
   }
-  std::unique_ptr<hwloc_topology, TopologyDeleter> owner(raw);
+  HwlocTopology owner(raw);
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_ALL);
   if (hwloc_topology_load(raw) != 0) {
     tree.error = "hwloc_topology_load failed";
@@ -100,7 +93,7 @@ PciTree readPciTree() {
   for (hwloc_obj_t o : objs) {
     PciTree::Node n;
     n.hostBridge = o->type == HWLOC_OBJ_BRIDGE && o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST;
-    if (!n.hostBridge) n.busId = busIdOf(o);
+    if (!n.hostBridge) n.busId = pciBusId(o);
     n.numaNode = numaOf(raw, o, numaNodes);
     index[o] = static_cast<int>(tree.nodes.size());
     tree.nodes.push_back(n);

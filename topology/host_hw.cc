@@ -9,21 +9,9 @@
 #include <memory>
 #include <mutex>
 
+#include "topology/hwloc_util.h"
+
 namespace hoccl::topo {
-namespace {
-
-struct TopologyDeleter {
-  void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
-};
-
-std::string busIdOf(hwloc_obj_t pci) {
-  const auto& a = pci->attr->pcidev;
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%04x:%02x:%02x.%01x", a.domain, a.bus, a.dev, a.func);
-  return buf;
-}
-
-}  // namespace
 
 std::string HostHardware::nearestNic(int numa) const {
   for (const auto& d : devices)
@@ -39,7 +27,7 @@ HostHardware discoverHost() {
   if (hwloc_topology_init(&raw) != 0) {
     hw.error = "hwloc_topology_init failed";
   } else {
-    std::unique_ptr<hwloc_topology, TopologyDeleter> topo(raw);
+    HwlocTopology topo(raw);
     hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     if (hwloc_topology_load(raw) != 0) {
       hw.error = "hwloc_topology_load failed";
@@ -63,7 +51,7 @@ HostHardware discoverHost() {
         d.name = os->name ? os->name : "";
         hwloc_obj_t pci = os->parent;
         while (pci && pci->type != HWLOC_OBJ_PCI_DEVICE) pci = pci->parent;
-        if (pci) d.busId = busIdOf(pci);
+        if (pci) d.busId = pciBusId(pci);
         hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(raw, os);
         if (anc && anc->nodeset) {
           int node = hwloc_bitmap_first(anc->nodeset);
