@@ -42,6 +42,9 @@ def run(cmd, env_extra, libdirs, timeout=60):
     env = dict(os.environ)
     env.pop('CUDA_VISIBLE_DEVICES', None)
     env.pop('HOCCL_DEVICE', None)
+    # The machines' PCI trees come from HWLOC_XMLFILE, read through hwloc's PCI component: the sanitizer run's
+    # HWLOC_COMPONENTS=-pci (which avoids libpciaccess's leak on the real bus, tools/test) would hide every device.
+    env.pop('HWLOC_COMPONENTS', None)
     env['LD_LIBRARY_PATH'] = ':'.join(libdirs + [env.get('LD_LIBRARY_PATH', '')])
     env.update(env_extra)
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
