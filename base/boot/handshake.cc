@@ -391,4 +391,6 @@ std::optional<Acceptor::Peer> Acceptor::next(net::Deadline deadline) {
   }
 }
 
+void releaseThreadCryptoState() { OPENSSL_thread_stop(); }
+
 }  // namespace hoccl::boot

@@ -79,4 +79,12 @@ uint64_t rejectedConnections();
 /// each, then one summary line with the count).
 void noteRejected(const std::string& listener, const std::string& from, const std::string& reason);
 
+/// Frees the calling thread's OpenSSL state (its error queue and random generators, about 1 KB, made by the first
+/// handshake on that thread). For threads hoccl owns that live on after their handshakes (the bootstrap root):
+/// OpenSSL frees this state when a thread ends, except when the thread ends while the process's exit handlers run
+/// (OPENSSL_cleanup has then deleted the thread-local keys, so the memory is lost; LeakSanitizer reported it from
+/// ranks whose process exited as the root's thread finished). Never called on a caller's thread: the error queue
+/// there belongs to the application.
+void releaseThreadCryptoState();
+
 }  // namespace hoccl::boot

@@ -96,7 +96,9 @@ class RootServer {
 
   void run() {
     try {
-      if (assemble()) {
+      const bool assembled = assemble();
+      releaseThreadCryptoState();  // the handshakes are over; this thread may still run when the process exits
+      if (assembled) {
         enroll();
         serve();
       }
@@ -104,6 +106,7 @@ class RootServer {
       HOCCL_WARN(kBootstrap, "bootstrap root at {} stopped: {}", id_.root.toString(), e.what());
       broadcastError(std::string("the bootstrap root failed: ") + e.what());
     }
+    releaseThreadCryptoState();  // also when assemble() threw half-way through a handshake
     withdraw();
   }
 
