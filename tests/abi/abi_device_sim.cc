@@ -269,7 +269,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   setenv("HOCCL_DEVICE", "sim", 1);
-  const int bad = abi::runRanks(nranks, 240, [&](int rank, const ncclUniqueId& id) { rankBody(rank, nranks, id); });
+  const int bad = abi::runRanks(nranks, 540, [&](int rank, const ncclUniqueId& id) { rankBody(rank, nranks, id); });
   std::printf("abi_device_sim: %d ranks: %d failed\n", nranks, bad);
   return bad == 0 ? 0 : 1;
 }
