@@ -24,6 +24,13 @@ CASES = [
     (["-n", "0"], ["-n 0", "at least one"]),
     (["-n", "-3"], ["-n -3", "at least one"]),
     (["-b", "8x"], ["--minbytes", "x unit", "--help"]),
+    (["-G", "-1"], ["-G -1", "0 or more"]),
+]
+# -G (CUDA graph capture) is refused before anything starts, saying why for the device the environment selects.
+DEVICE_CASES = [
+    (["-G", "2"], {"HOCCL_DEVICE": "sim"},
+     ["-G 2", "graph capture needs a CUDA device; the simulated device does not capture graphs"]),
+    (["-G", "1"], {"HOCCL_DEVICE": "none"}, ["-G 1", "graph capture needs a CUDA device", "has none"]),
 ]
 
 
@@ -38,10 +45,10 @@ def main(tools):
     failures = []
     for tool in tools:
         name = os.path.basename(tool)
-        for args, words in CASES:
-            shown = " ".join([name] + args)
+        for args, extra, words in [(a, {}, w) for a, w in CASES] + DEVICE_CASES:
+            shown = " ".join([f"{k}={v}" for k, v in extra.items()] + [name] + args)
             try:
-                r = subprocess.run([tool] + args, capture_output=True, text=True, timeout=30, env=env)
+                r = subprocess.run([tool] + args, capture_output=True, text=True, timeout=30, env={**env, **extra})
             except subprocess.TimeoutExpired:
                 failures.append(f"{shown}: still running after 30 s; a bad command line must fail at once")
                 continue
@@ -61,7 +68,7 @@ def main(tools):
                 print(f"ok   {shown}: {r.stderr.strip()}")
     for f in failures:
         print(f"FAIL {f}")
-    print(f"{len(tools) * len(CASES) - len(failures)} passed, {len(failures)} failed")
+    print(f"{len(tools) * (len(CASES) + len(DEVICE_CASES)) - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

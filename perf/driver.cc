@@ -66,6 +66,13 @@ int perfMain(int argc, char** argv, const CollTest& test) {
   job.test = &test;
   int rc = parseOptions(argc, argv, test.name, &job.opts);
   if (rc >= 0) return rc;
+  // -G: refused before any communicator exists, on every rank alike (the device is chosen by the environment).
+  if (job.opts.graphLaunches != 0) {
+    const char* deviceName = nullptr;
+    if (hocclDeviceName(&deviceName) != hocclSuccess) deviceName = nullptr;
+    fmt::print(stderr, "{}: {}\n", test.name, graphRefusal(job.opts, deviceName));
+    return 2;
+  }
   if (!detectLauncher(&job, test.name)) return 2;
   const int nThreads = job.opts.nThreads;
   if (!job.launched) {

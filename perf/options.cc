@@ -126,6 +126,8 @@ int parseOptions(int argc, char** argv, const char* toolName, Options* o) {
   app.add_option(
       "-R,--local_register", o->registration,
       "buffer registration: 0 none, 1 register (buffers from hocclMemAlloc), 2 symmetric (the same in hoccl)");
+  app.add_option("-G,--cudagraph", o->graphLaunches,
+                 "CUDA graph launches per iteration (not supported: hoccl's device calls cannot be captured)");
   // Flags of nccl-tests that only make sense on GPUs: accepted when they ask for nothing.
   struct Unsupported {
     const char* flag;
@@ -134,10 +136,9 @@ int parseOptions(int argc, char** argv, const char* toolName, Options* o) {
     int value;
   };
   static Unsupported unsupported[] = {
-      {"-G", "CUDA graph launches", 0, 0}, {"-y", "the null stream", 1, 0},          {"-x", "a CTA policy", 0, 0},
-      {"-D", "the device API", 0, 0},      {"-V", "per-iteration statistics", 0, 0}, {"-I", "timestamps", 0, 0},
-      {"-K", "a memory report", 0, 0},     {"-S", "per-iteration statistics", 0, 0}, {"-M", "a memory report", 0, 0},
-      {"-p", "parallel init", 1, 0},
+      {"-y", "the null stream", 1, 0},          {"-x", "a CTA policy", 0, 0},    {"-D", "the device API", 0, 0},
+      {"-V", "per-iteration statistics", 0, 0}, {"-I", "timestamps", 0, 0},      {"-K", "a memory report", 0, 0},
+      {"-S", "per-iteration statistics", 0, 0}, {"-M", "a memory report", 0, 0}, {"-p", "parallel init", 1, 0},
   };
   for (auto& u : unsupported) app.add_option(u.flag, u.value, std::string("GPU-only option (") + u.what + ")");
   try {
@@ -149,6 +150,8 @@ int parseOptions(int argc, char** argv, const char* toolName, Options* o) {
     return 2;
   }
   std::string err = validate(*o);
+  if (err.empty() && o->graphLaunches < 0)
+    err = fmt::format("-G {}: the number of CUDA graph launches must be 0 or more", o->graphLaunches);
   if (err.empty()) err = resolveLists(o);
   for (const auto& u : unsupported) {
     if (err.empty() && (u.value < 0 || u.value > u.allowedMax))
@@ -161,6 +164,24 @@ int parseOptions(int argc, char** argv, const char* toolName, Options* o) {
   }
   o->minBusBw = minBwFromEnv();
   return -1;
+}
+
+std::string graphRefusal(const Options& opts, const char* deviceName) {
+  if (opts.graphLaunches == 0) return "";
+  const std::string device = deviceName ? deviceName : "";
+  if (device.empty())
+    return fmt::format("-G {}: graph capture needs a CUDA device; this process has none (host buffers). Leave -G at 0",
+                       opts.graphLaunches);
+  if (device.find("simulated") != std::string::npos)
+    return fmt::format(
+        "-G {}: graph capture needs a CUDA device; the simulated device does not capture graphs. "
+        "Leave -G at 0",
+        opts.graphLaunches);
+  return fmt::format(
+      "-G {}: hoccl's stream-ordered calls on {} cannot be captured into a CUDA graph: a host proxy thread runs "
+      "each call when the stream reaches it, and a graph replay would run neither that thread's work nor its wait "
+      "again (docs/cuda.md). Leave -G at 0",
+      opts.graphLaunches, device);
 }
 
 }  // namespace hoccl_perf

@@ -33,10 +33,17 @@ struct Options {
   int cpuTime = 0;                                   ///< -C: report thread CPU time instead of wall time
   int misalign = 0;                                  ///< -u: elements of misalignment of every buffer
   int registration = 0;                              ///< -R: 1 and 2 take buffers from hocclMemAlloc, registered
+  int graphLaunches = 0;                             ///< -G: CUDA graph launches per iteration (refused: graphRefusal)
   std::string opsText = "sum";                       ///< -o as given
   std::string typesText = "float";                   ///< -d as given
   double minBusBw = -1;                              ///< NCCL_TESTS_MIN_BW / HOCCL_TESTS_MIN_BW (-1 = unset)
 };
+
+/// Why -G (CUDA graph capture) cannot run in this process, or "" when it was not asked for. It is always refused
+/// today: without a device there is nothing to capture, the simulated device does not capture graphs, and on a CUDA
+/// device hoccl's stream-ordered calls are run by a host proxy thread that a graph replay would not run again
+/// (docs/cuda.md). `deviceName` is hocclDeviceName's answer (null: no device).
+std::string graphRefusal(const Options& opts, const char* deviceName);
 
 /// Parses argv into opts. Returns -1 to go on, or the exit code to return at once (0 after --help, 2 after an
 /// error, which it prints to stderr with the tool name).

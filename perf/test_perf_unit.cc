@@ -131,7 +131,7 @@ TEST_CASE("options: defaults, lists and clear errors") {
   for (auto args : std::vector<std::vector<const char*>>{{"-d", "complex"},
                                                          {"-g", "2"},
                                                          {"-R", "3"},
-                                                         {"-G", "5"},
+                                                         {"-G", "-5"},
                                                          {"-b", "2M", "-e", "1M"},
                                                          {"-a", "7"},
                                                          {"-o", "xor"},
@@ -140,4 +140,19 @@ TEST_CASE("options: defaults, lists and clear errors") {
     Options bad;  // a fresh one each time, so each case fails for its own reason
     CHECK(parse(args, &bad) == 2);
   }
+}
+
+TEST_CASE("-G: parsed, then refused for every device with the reason") {
+  std::vector<const char*> args{"all_reduce_perf", "-G", "3"};
+  Options o;
+  CHECK(parseOptions(static_cast<int>(args.size()), const_cast<char**>(args.data()), "all_reduce_perf", &o) == -1);
+  CHECK(o.graphLaunches == 3);
+  CHECK(graphRefusal(Options{}, "simulated device 0 (CPU)").empty());  // not asked for
+  const std::string sim = graphRefusal(o, "simulated device 0 (CPU)");
+  CHECK(sim.find("graph capture needs a CUDA device; the simulated device does not capture graphs") !=
+        std::string::npos);
+  CHECK(graphRefusal(o, nullptr).find("needs a CUDA device") != std::string::npos);
+  const std::string gpu = graphRefusal(o, "CUDA device 0 (NVIDIA H100)");
+  CHECK(gpu.find("cannot be captured") != std::string::npos);
+  CHECK(gpu.find("CUDA device 0") != std::string::npos);
 }

@@ -109,11 +109,12 @@ PciTree readPciTree() {
     const int node = index[os->parent];
     auto it = nicOfNode.find(node);
     if (it == nicOfNode.end()) {
-      nicOfNode[node] = tree.nics.size();
-      tree.nics.push_back({os->name, node});
+      it = nicOfNode.emplace(node, tree.nics.size()).first;
+      tree.nics.push_back({os->name, node, ""});
     } else if (type == HWLOC_OBJ_OSDEV_OPENFABRICS) {
       tree.nics[it->second].name = os->name;
     }
+    if (type == HWLOC_OBJ_OSDEV_NETWORK) tree.nics[it->second].netdev = os->name;
   }
   return tree;
 }
@@ -159,7 +160,7 @@ GpuTopology buildGpuTopology(const GpuFacts& facts, const PciTree& tree) {
       else link = {byNuma(topo.gpus[a].numaNode, topo.gpus[b].numaNode), 0};
     }
   topo.nicLinks.assign(g, {});
-  for (const auto& nic : tree.nics) topo.nics.push_back({nic.name, tree.nodes[nic.node].numaNode});
+  for (const auto& nic : tree.nics) topo.nics.push_back({nic.name, tree.nodes[nic.node].numaNode, nic.netdev});
   for (size_t a = 0; a < g; ++a)
     for (size_t k = 0; k < tree.nics.size(); ++k)
       topo.nicLinks[a].push_back({node[a] >= 0 ? pciLink(tree, node[a], tree.nics[k].node)
@@ -188,6 +189,7 @@ GpuPlacement placeGpu(const GpuTopology& topo, const std::string& busId) {
   p.ringPosition = static_cast<int>(std::find(order.begin(), order.end(), p.gpu) - order.begin());
   p.nic = nearestNics(topo)[p.gpu];
   if (p.nic >= 0) p.nicName = topo.nics[p.nic].name;
+  if (p.nic >= 0) p.nicNetdev = topo.nics[p.nic].netdev;
   return p;
 }
 

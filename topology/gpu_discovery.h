@@ -38,8 +38,9 @@ struct PciTree {
   };
   /// A NIC: an OS network or OpenFabrics device under a PCI device.
   struct Nic {
-    std::string name;  ///< "mlx5_0" (OpenFabrics name when there is one), else the network interface ("eth0")
-    int node = -1;     ///< its PCI device in `nodes`
+    std::string name;    ///< "mlx5_0" (OpenFabrics name when there is one), else the network interface ("eth0")
+    int node = -1;       ///< its PCI device in `nodes`
+    std::string netdev;  ///< its network interface ("eth0", "ibp9s0"); "" when hwloc shows none
   };
   std::vector<Node> nodes;  ///< every bridge and device
   std::vector<Nic> nics;    ///< NICs, in hwloc's order
@@ -68,6 +69,7 @@ struct GpuPlacement {
   int ringPosition = -1;  ///< position of that GPU in gpuRingOrder()
   int nic = -1;           ///< nearestNics()[gpu] (-1: the host has no NIC)
   std::string nicName;    ///< that NIC's name ("" when none)
+  std::string nicNetdev;  ///< that NIC's network interface, for sockets ("" when none is known)
 };
 /// Finds the GPU with `busId` in `topo` and reports its ring position and NIC; gpu = -1 when it is not there.
 GpuPlacement placeGpu(const GpuTopology& topo, const std::string& busId);

@@ -144,7 +144,8 @@ GpuTopology parseGpuTopology(const std::string& text, const std::string& what) {
       topo.gpus.push_back(GpuDevice{g.value("bus_id", std::string()), g.value("numa", -1)});
     if (doc.contains("nics"))
       for (const auto& n : doc.at("nics"))
-        topo.nics.push_back(NicDevice{n.at("name").get<std::string>(), n.value("numa", -1)});
+        topo.nics.push_back(
+            NicDevice{n.at("name").get<std::string>(), n.value("numa", -1), n.value("netdev", std::string())});
   } catch (const nlohmann::json::exception& e) {
     throwInvalidArgument(
         fmt::format("GPU topology {}: {} (expected \"gpus\": [{{\"bus_id\", \"numa\"}}], "
@@ -291,7 +292,8 @@ std::string gpuTopologyJson(const GpuTopology& topo) {
   doc["source"] = topo.source;
   for (auto& gpu : topo.gpus) doc["gpus"].push_back({{"bus_id", gpu.busId}, {"numa", gpu.numaNode}});
   doc["nics"] = nlohmann::json::array();
-  for (auto& nic : topo.nics) doc["nics"].push_back({{"name", nic.name}, {"numa", nic.numaNode}});
+  for (auto& nic : topo.nics)
+    doc["nics"].push_back({{"name", nic.name}, {"numa", nic.numaNode}, {"netdev", nic.netdev}});
   for (size_t a = 0; a < g + n; ++a) {
     nlohmann::json row = nlohmann::json::array();
     for (size_t b = 0; b < g + n; ++b) {

@@ -17,7 +17,7 @@
 ///
 /// The file:
 ///   { "gpus":  [ {"bus_id": "0000:07:00.0", "numa": 0}, ... ],
-///     "nics":  [ {"name": "mlx5_0", "numa": 0}, ... ],
+///     "nics":  [ {"name": "mlx5_0", "numa": 0, "netdev": "ibp9s0"}, ... ],   (netdev optional)
 ///     "links": [ ["X", "NV12", ..., "PIX", ...], ... ] }
 /// `links` is a square matrix over the GPUs then the NICs, in that order, symmetric, "X" on the diagonal; entries
 /// between two NICs are not used (any word, e.g. "-").
@@ -39,8 +39,9 @@ struct GpuDevice {
 
 /// One NIC of the host.
 struct NicDevice {
-  std::string name;   ///< "mlx5_0"
-  int numaNode = -1;  ///< NUMA node (-1 unknown)
+  std::string name;    ///< "mlx5_0"
+  int numaNode = -1;   ///< NUMA node (-1 unknown)
+  std::string netdev;  ///< its network interface ("ibp9s0", what a socket binds to); "" when unknown or none
 };
 
 /// The link between two devices: its class, and the number of NVLinks when the class is NvLink.

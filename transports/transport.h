@@ -56,6 +56,9 @@ struct ConnectContext {
   std::vector<boot::RankInfo> peers;     ///< one per rank (host id, pid, ...)
   std::string jobTag;                    ///< unique per communicator; use it in shared-memory names
   const Health* health = nullptr;        ///< the communicator's (abort, recorded failure): lazy connects check it
+  /// The network interface this rank should use: when the rank sits on a GPU, that of the GPU's nearest NIC
+  /// (src/comm/gpu_host.h); "" otherwise, and a network transport picks the NIC nearest to the rank's NUMA node.
+  std::string nic;
 };
 
 struct ShortcutContext;

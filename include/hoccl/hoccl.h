@@ -337,11 +337,15 @@ hocclResult_t hocclTest(hocclRequest_t request, int* done);
 hocclResult_t hocclWait(hocclRequest_t request);
 
 /* ---- zero-copy on one host (issue 16) ---- */
-/// Allocates `size` bytes (0: one page) of page-aligned host memory that the other ranks of a communicator on the
-/// same host can map: collectives whose buffers come from here and are registered (hocclCommRegister) on every rank
-/// read and write each other's buffers directly. Free with hocclMemFree.
+/// Allocates `size` bytes of memory for collectives, as NCCL's ncclMemAlloc. In a process with a device (a GPU, or
+/// the simulated device of HOCCL_DEVICE=sim): device memory of that device (calls on it are stream-ordered). Without
+/// one: page-aligned host memory (0: one page) that the other ranks of a communicator on the same host can map, and
+/// collectives whose buffers come from here and are registered (hocclCommRegister) on every rank read and write each
+/// other's buffers directly. Free with hocclMemFree.
 hocclResult_t hocclMemAlloc(void** ptr, size_t size);
-/// Frees memory of hocclMemAlloc (NULL: nothing). hocclInvalidUsage, nothing freed, while a collective uses it.
+/// Frees memory of hocclMemAlloc (NULL: nothing); anything else is hocclInvalidArgument. Host memory:
+/// hocclInvalidUsage, nothing freed, while a collective uses it. Device memory: free it once the streams of the calls
+/// that use it have been synchronised (as hocclDeviceFree).
 hocclResult_t hocclMemFree(void* ptr);
 /// Registers [buff, buff+size) with comm; *handle names the registration. Host memory only. Memory of hocclMemAlloc
 /// registered on every rank of a host is used in place by the shm transport; for other memory registration changes

@@ -80,6 +80,7 @@ CallFingerprint fingerprintOf(const std::vector<const Op*>& colls) {
   f.coll = static_cast<uint8_t>(first.coll);
   f.dtype = static_cast<uint8_t>(first.dtype);
   f.op = reduces(first.coll) ? static_cast<uint8_t>(std::min<int>(first.op, 0xfe)) : 0xff;
+  f.device = first.onDevice() ? 1 : 0;  // a rank staging device buffers and one moving host buffers cannot pair up
   const char* name = resolve(first).decision->choice.name();
   std::strncpy(f.algorithm, name, sizeof(f.algorithm) - 1);
   uint64_t h = kFnv1aBasis;
@@ -112,11 +113,21 @@ std::string joinRanks(const std::vector<int>& ranks) {
   for (const auto& [f, ranks] : groups)
     list += fmt::format("{}{} {}: {}", list.empty() ? "" : "; ", ranks.size() == 1 ? "rank" : "ranks", joinRanks(ranks),
                         describeFingerprint(f));
+  std::vector<int> onDevice, onHost;
+  for (int r = 0; r < static_cast<int>(c.all.size()); ++r) (c.all[r].device ? onDevice : onHost).push_back(r);
+  std::string kinds;
+  if (!onDevice.empty() && !onHost.empty())
+    kinds = fmt::format(
+        ". {} {} passed device buffers and {} {} host buffers: when one rank of a call passes device "
+        "buffers every rank must (as in NCCL)",
+        onDevice.size() == 1 ? "Rank" : "Ranks", joinRanks(onDevice), onHost.size() == 1 ? "rank" : "ranks",
+        joinRanks(onHost));
   throw Error(hocclInvalidUsage,
-              fmt::format("{}: the ranks called different operations ({}). The mismatch check (HOCCL_CHECK_MISMATCH) "
+              fmt::format("{}: the ranks called different operations ({}){}. The mismatch check (HOCCL_CHECK_MISMATCH) "
                           "compared the calls before any data moved, so no buffer was touched. Every rank must issue "
-                          "the same collectives in the same order with the same count, type, op and root",
-                          c.comm->describe(), list));
+                          "the same collectives in the same order with the same count, type, op, root and kind of "
+                          "buffers",
+                          c.comm->describe(), list, kinds));
 }
 
 // Ring step k: send the fingerprint of rank r-k to the next rank, receive that of rank r-k-1 from the previous one.
@@ -216,6 +227,7 @@ std::string describeFingerprint(const CallFingerprint& f) {
   c.root = f.root;
   std::string algo(f.algorithm, strnlen(f.algorithm, sizeof(f.algorithm)));
   std::string s = fmt::format("call #{} {} [{}]", f.seq, transport::describeCall(c), algo);
+  if (f.device) s += " on device buffers";
   if (f.ncoll > 1) s += fmt::format(" and {} more collective(s) in a group", f.ncoll - 1);
   return s;
 }

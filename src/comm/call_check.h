@@ -1,10 +1,10 @@
 /// @file call_check.h
 /// The mismatch check (HOCCL_CHECK_MISMATCH): before a call runs, the ranks of each communicator swap a 64-byte
-/// fingerprint of it (sequence number, collective, count, type, op, root, the algorithm or shortcut chosen) over the
-/// already connected channels, and every rank compares all of them. Calls inside a group are checked one by one,
-/// each right before it runs, exactly as on a rank that makes the same calls without a group. A difference fails
-/// the call on every rank with hocclInvalidUsage listing the ranks and their calls, before any payload moves, so a
-/// mismatch cannot corrupt memory or return wrong data with success.
+/// fingerprint of it (sequence number, collective, count, type, op, root, the algorithm or shortcut chosen, host or
+/// device buffers) over the already connected channels, and every rank compares all of them. Calls inside a group
+/// are checked one by one, each right before it runs, exactly as on a rank that makes the same calls without a
+/// group. A difference fails the call on every rank with hocclInvalidUsage listing the ranks and their calls, before
+/// any payload moves, so a mismatch cannot corrupt memory or return wrong data with success.
 #pragma once
 
 #include <cstddef>
@@ -29,12 +29,14 @@ struct CallFingerprint {
   uint8_t dtype = 0;        ///< hocclDataType_t
   uint8_t op = 0xff;        ///< hocclRedOp_t of a reducing collective (capped at 0xfe), else 0xff
   uint8_t magic = 0x5c;     ///< constant: tells a fingerprint from stray bytes
-  uint32_t reserved = 0;    ///< zero
+  uint8_t device = 0;       ///< 1 when the call's buffers are device memory, 0 host memory
+  uint8_t spare[3] = {};    ///< zero
   char algorithm[24] = {};  ///< the algorithm or shortcut chosen for the first collective, NUL-terminated
 };
 static_assert(sizeof(CallFingerprint) == 64, "the fingerprint is 64 bytes on the wire");
 
-/// "call #3 AllReduce(count=100, float, sum) [small]" (plus " and 2 more collectives in a group").
+/// "call #3 AllReduce(count=100, float, sum) [small]" (plus " on device buffers" for device memory, and " and 2 more
+/// collectives in a group").
 std::string describeFingerprint(const CallFingerprint& f);
 
 /// Whether the policy checks a call with `seq` collective calls before it and `bytes` of payload (the largest

@@ -43,7 +43,7 @@ std::string hostIdentity() {
   return topo::localHostId();
 }
 
-boot::RankInfo describeSelf() {
+boot::RankInfo describeSelf(const RankGpu& gpu) {
   boot::RankInfo self;
   self.pid = static_cast<int32_t>(getpid());
   std::string hostId = hostIdentity();
@@ -54,8 +54,7 @@ boot::RankInfo describeSelf() {
   self.hostHash = topo::hashId(hostId);
   self.numaNode = topo::thisHost().currentNuma;
   // A rank on a GPU: its place in the host's GPU ring orders the host's ranks (topo::build), and its GPU's nearest
-  // NIC becomes the NIC it prefers (topo::preferredNic).
-  const RankGpu gpu = rankGpu();
+  // NIC becomes the NIC it prefers (topo::preferredNic, and the transports' ConnectContext::nic).
   self.gpuRing = gpu.place.ringPosition;
   if (!gpu.place.nicName.empty()) topo::setGpuNic(gpu.place.nicName);
   self.switchHash = switchId.empty() ? 0 : topo::hashId(switchId);
@@ -67,7 +66,8 @@ boot::RankInfo describeSelf() {
 Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::string name)
     : rank_(rank), nranks_(nranks), name_(std::move(name)) {
   log::setThreadRank(rank);
-  bootstrap_ = std::make_unique<boot::Bootstrap>(id, rank, nranks, describeSelf(), &health_);
+  const RankGpu gpu = rankGpu();
+  bootstrap_ = std::make_unique<boot::Bootstrap>(id, rank, nranks, describeSelf(gpu), &health_);
   topology_ = topo::build(bootstrap_->ranks());
   transports_ = transport::makeTransports();
   // Ranks sharing this machine's CPUs: by real host name, so that emulated hosts (HOCCL_HOSTID) on one machine
@@ -84,6 +84,7 @@ Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::
   ctx.peers = bootstrap_->ranks();
   ctx.health = &health_;
   ctx.jobTag = fmt::format("{:016x}-{}", bootstrap_->commTag(), ctx.peers[0].pid);
+  ctx.nic = gpu.place.nicNetdev;  // the network interface of this rank's GPU's nearest NIC ("" without a GPU)
   recorder_ = std::make_unique<FlightRecorder>(static_cast<size_t>(params::TRACE_SIZE.get()), ctx.jobTag, name_, rank,
                                                nranks);
 
@@ -211,7 +212,7 @@ exec::StagedChannel& Communicator::stagedChannel(int peer) {
   if (staged_.empty()) staged_.resize(static_cast<size_t>(nranks_));
   auto& slot = staged_[static_cast<size_t>(peer)];
   if (!slot || &slot->wire() != &wire)
-    slot = std::make_unique<exec::StagedChannel>(wire, device::require("staging device buffers"));
+    slot = std::make_unique<exec::StagedChannel>(wire, device::require("staging device buffers"), rank_);
   return *slot;
 }
 

@@ -33,8 +33,8 @@ size_t pieceBytesFromParams() {
 
 }  // namespace
 
-StagedChannel::StagedChannel(transport::Channel& wire, device::Device& dev)
-    : wire_(wire), dev_(dev), pieceBytes_(pieceBytesFromParams()) {
+StagedChannel::StagedChannel(transport::Channel& wire, device::Device& dev, int self)
+    : wire_(wire), dev_(dev), pieceBytes_(pieceBytesFromParams()), self_(self) {
   const auto slots = static_cast<size_t>(params::STAGING_SLOTS.get());
   auto make = [&](std::vector<Slot>& v, std::vector<int>& free) {
     for (size_t i = 0; i < slots; ++i) {
@@ -93,11 +93,13 @@ void StagedChannel::expectHello() {
     --wireRecvsOpen_;
     Hello h{};
     std::memcpy(&h, got->data(), sizeof h);
+    helloReceived_ = true;
     if (h.magic != kHelloMagic)
       throw Error(hocclInvalidUsage,
-                  fmt::format("rank {} did not stage its data where this rank stages device buffers through host "
-                              "memory: every rank of a call must pass device buffers when one does",
-                              peer()),
+                  fmt::format("rank {} passed host buffers where rank {} passes device buffers (staged through host "
+                              "memory): its first message is not a staging hello. When one rank of a call passes "
+                              "device buffers every rank must (as in NCCL)",
+                              peer(), self_),
                   true);
     if (h.pieceBytes != pieceBytes_)
       throw Error(hocclInvalidUsage,
@@ -254,7 +256,18 @@ bool StagedChannel::progress() {
   bool moved = reclaim();
   moved |= launchCopies();
   moved |= postCopied();
-  moved |= wire_.progress();
+  try {
+    moved |= wire_.progress();
+  } catch (const Error& e) {
+    // The peer's first message did not fit the hello's 16 bytes: it sends unstaged data, from host buffers.
+    if (!helloExpected_ || helloReceived_ || e.code() != hocclInvalidUsage) throw;
+    throw Error(hocclInvalidUsage,
+                fmt::format("rank {} passed host buffers where rank {} passes device buffers (staged through host "
+                            "memory): its first message is not a staging hello ({}). When one rank of a call passes "
+                            "device buffers every rank must (as in NCCL)",
+                            peer(), self_, e.what()),
+                true);
+  }
   moved |= reclaim();
   moved |= launchCopies();
   if (busy_ && sends_.empty() && recvs_.empty()) finishIdle();

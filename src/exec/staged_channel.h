@@ -15,8 +15,9 @@
 /// - Zero-byte transfers complete at once and never reach the wire (on both sides).
 /// - Agreement: the first staged send to a peer is preceded by a 16-byte hello (a magic word and the piece size), and
 ///   the first staged receive checks the peer's: different piece sizes, or a peer that sends unstaged data where
-///   this rank stages (host buffers there, device buffers here), fail with hocclInvalidUsage naming the peer and what
-///   to set, instead of mismatched messages.
+///   this rank stages (host buffers there, device buffers here: its first message is not a hello, or not 16 bytes
+///   long), fail with hocclInvalidUsage naming both ranks and what to set, instead of mismatched messages. (The
+///   mismatch check, comm/call_check.h, compares the buffers' kind before any data moves when it runs.)
 /// - An operation is complete once its bytes are on the wire (sends) or in device memory (receives); a failed device
 ///   operation is reported by the stream's synchronisation when the channel goes idle.
 #pragma once
@@ -36,8 +37,9 @@ namespace hoccl::exec {
 /// See the file comment. Driven by one thread (the proxy's).
 class StagedChannel final : public transport::Channel {
  public:
-  /// Wraps wire (which must outlive it) for dev; slot sizes and counts from HOCCL_STAGING_CHUNK / _SLOTS.
-  StagedChannel(transport::Channel& wire, device::Device& dev);
+  /// Wraps wire (which must outlive it) for dev; slot sizes and counts from HOCCL_STAGING_CHUNK / _SLOTS. `self` is
+  /// this rank (for messages).
+  StagedChannel(transport::Channel& wire, device::Device& dev, int self = -1);
   ~StagedChannel() override;
   StagedChannel(const StagedChannel&) = delete;
   StagedChannel& operator=(const StagedChannel&) = delete;
@@ -109,7 +111,8 @@ class StagedChannel final : public transport::Channel {
   std::deque<RecvPiece> landing_;  // host-to-device copy or reduction launched
   size_t wireRecvsOpen_ = 0;       // receive pieces posted to the wire and not yet fully delivered
   bool busy_ = false;              // device work launched since the last synchronisation
-  bool helloSent_ = false, helloExpected_ = false;
+  bool helloSent_ = false, helloExpected_ = false, helloReceived_ = false;
+  int self_;          // this rank
   Hello helloOut_{};  // what this side sends (stays valid while on the wire)
 };
 

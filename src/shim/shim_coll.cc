@@ -1,8 +1,9 @@
 /// @file shim_coll.cc
 /// NCCL's collectives (also the nccl*Config variants of 2.32 with a per-call ncclCollConfig_t), point-to-point calls,
-/// groups and PreMulSum ops on top of hoccl. Each call checks that its communicator is not suspended and that its
-/// buffers are host memory (hoccl's CUDA path is not built into the shim), orders itself after the work queued on a
-/// non-null CUDA stream, and then runs synchronously in hoccl with a null stream.
+/// groups and PreMulSum ops on top of hoccl. Each call checks that its communicator is not suspended. Calls on device
+/// buffers (a GPU's, or the simulated device's) go to hoccl with the caller's stream and are stream-ordered there, as
+/// in NCCL; calls on host buffers order themselves after the work queued on a non-null stream and then run
+/// synchronously in hoccl with a null stream.
 #include <cstring>
 
 #include <fmt/format.h>
@@ -15,12 +16,13 @@ using namespace hoccl::shim;
 
 namespace {
 
-// Communicator, buffer and stream checks shared by every data-moving call.
-void prepare(ncclComm_t comm, const void* sendbuff, const void* recvbuff, cudaStream_t stream) {
+// Communicator, buffer and stream checks shared by every data-moving call; returns the stream to hand to hoccl
+// (streamForCall: the caller's stream for device buffers, null for host buffers after the stream's earlier work).
+hocclStream_t prepare(ncclComm_t comm, const void* sendbuff, const void* recvbuff, cudaStream_t stream) {
   requireNotSuspended(comm);
-  requireHostBuffer("sendbuff", sendbuff);
-  if (recvbuff != sendbuff) requireHostBuffer("recvbuff", recvbuff);
-  syncStream(stream);
+  requireUsableBuffer("sendbuff", sendbuff);
+  if (recvbuff != sendbuff) requireUsableBuffer("recvbuff", recvbuff);
+  return streamForCall(sendbuff, recvbuff, stream);
 }
 
 // The bytes of an ncclCollConfig_t that every version has: size, magic, version.
@@ -77,8 +79,8 @@ extern "C" {
 ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                             ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclAllReduce", [&] {
-    prepare(comm, sendbuff, recvbuff, stream);
-    return fromHoccl(hocclAllReduce(sendbuff, recvbuff, count, toHoccl(datatype), toHoccl(op), toHoccl(comm), nullptr),
+    const hocclStream_t s = prepare(comm, sendbuff, recvbuff, stream);
+    return fromHoccl(hocclAllReduce(sendbuff, recvbuff, count, toHoccl(datatype), toHoccl(op), toHoccl(comm), s),
                      toHoccl(comm));
   });
 }
@@ -87,8 +89,8 @@ HOCCL_NCCL_WEAK_ALIAS(ncclAllReduce)
 ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                             ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclBroadcast", [&] {
-    prepare(comm, sendbuff, recvbuff, stream);
-    return fromHoccl(hocclBroadcast(sendbuff, recvbuff, count, toHoccl(datatype), root, toHoccl(comm), nullptr),
+    const hocclStream_t s = prepare(comm, sendbuff, recvbuff, stream);
+    return fromHoccl(hocclBroadcast(sendbuff, recvbuff, count, toHoccl(datatype), root, toHoccl(comm), s),
                      toHoccl(comm));
   });
 }
@@ -97,8 +99,8 @@ HOCCL_NCCL_WEAK_ALIAS(ncclBroadcast)
 ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                         cudaStream_t stream) {
   return guarded("ncclBcast", [&] {
-    prepare(comm, buff, buff, stream);
-    return fromHoccl(hocclBroadcast(buff, buff, count, toHoccl(datatype), root, toHoccl(comm), nullptr), toHoccl(comm));
+    const hocclStream_t s = prepare(comm, buff, buff, stream);
+    return fromHoccl(hocclBroadcast(buff, buff, count, toHoccl(datatype), root, toHoccl(comm), s), toHoccl(comm));
   });
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclBcast)
@@ -106,9 +108,8 @@ HOCCL_NCCL_WEAK_ALIAS(ncclBcast)
 ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                          int root, ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclReduce", [&] {
-    prepare(comm, sendbuff, recvbuff, stream);
-    return fromHoccl(hocclReduce(sendbuff, recvbuff, count, toHoccl(datatype), toHoccl(op), root, toHoccl(comm),
-                                 nullptr),
+    const hocclStream_t s = prepare(comm, sendbuff, recvbuff, stream);
+    return fromHoccl(hocclReduce(sendbuff, recvbuff, count, toHoccl(datatype), toHoccl(op), root, toHoccl(comm), s),
                      toHoccl(comm));
   });
 }
@@ -117,9 +118,8 @@ HOCCL_NCCL_WEAK_ALIAS(ncclReduce)
 ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                             ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclAllGather", [&] {
-    prepare(comm, sendbuff, recvbuff, stream);
-    return fromHoccl(hocclAllGather(sendbuff, recvbuff, sendcount, toHoccl(datatype), toHoccl(comm), nullptr),
-                     toHoccl(comm));
+    const hocclStream_t s = prepare(comm, sendbuff, recvbuff, stream);
+    return fromHoccl(hocclAllGather(sendbuff, recvbuff, sendcount, toHoccl(datatype), toHoccl(comm), s), toHoccl(comm));
   });
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclAllGather)
@@ -127,9 +127,9 @@ HOCCL_NCCL_WEAK_ALIAS(ncclAllGather)
 ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclReduceScatter", [&] {
-    prepare(comm, sendbuff, recvbuff, stream);
+    const hocclStream_t s = prepare(comm, sendbuff, recvbuff, stream);
     return fromHoccl(hocclReduceScatter(sendbuff, recvbuff, recvcount, toHoccl(datatype), toHoccl(op), toHoccl(comm),
-                                        nullptr),
+                                        s),
                      toHoccl(comm));
   });
 }
@@ -138,9 +138,8 @@ HOCCL_NCCL_WEAK_ALIAS(ncclReduceScatter)
 ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
                            cudaStream_t stream) {
   return guarded("ncclAlltoAll", [&] {
-    prepare(comm, sendbuff, recvbuff, stream);
-    return fromHoccl(hocclAlltoAll(sendbuff, recvbuff, count, toHoccl(datatype), toHoccl(comm), nullptr),
-                     toHoccl(comm));
+    const hocclStream_t s = prepare(comm, sendbuff, recvbuff, stream);
+    return fromHoccl(hocclAlltoAll(sendbuff, recvbuff, count, toHoccl(datatype), toHoccl(comm), s), toHoccl(comm));
   });
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclAlltoAll)
@@ -148,9 +147,8 @@ HOCCL_NCCL_WEAK_ALIAS(ncclAlltoAll)
 ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                          ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclGather", [&] {
-    prepare(comm, sendbuff, recvbuff, stream);
-    return fromHoccl(hocclGather(sendbuff, recvbuff, count, toHoccl(datatype), root, toHoccl(comm), nullptr),
-                     toHoccl(comm));
+    const hocclStream_t s = prepare(comm, sendbuff, recvbuff, stream);
+    return fromHoccl(hocclGather(sendbuff, recvbuff, count, toHoccl(datatype), root, toHoccl(comm), s), toHoccl(comm));
   });
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclGather)
@@ -158,9 +156,8 @@ HOCCL_NCCL_WEAK_ALIAS(ncclGather)
 ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                           ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclScatter", [&] {
-    prepare(comm, sendbuff, recvbuff, stream);
-    return fromHoccl(hocclScatter(sendbuff, recvbuff, count, toHoccl(datatype), root, toHoccl(comm), nullptr),
-                     toHoccl(comm));
+    const hocclStream_t s = prepare(comm, sendbuff, recvbuff, stream);
+    return fromHoccl(hocclScatter(sendbuff, recvbuff, count, toHoccl(datatype), root, toHoccl(comm), s), toHoccl(comm));
   });
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclScatter)
@@ -168,8 +165,8 @@ HOCCL_NCCL_WEAK_ALIAS(ncclScatter)
 ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                        cudaStream_t stream) {
   return guarded("ncclSend", [&] {
-    prepare(comm, sendbuff, sendbuff, stream);
-    return fromHoccl(hocclSend(sendbuff, count, toHoccl(datatype), peer, toHoccl(comm), nullptr), toHoccl(comm));
+    const hocclStream_t s = prepare(comm, sendbuff, sendbuff, stream);
+    return fromHoccl(hocclSend(sendbuff, count, toHoccl(datatype), peer, toHoccl(comm), s), toHoccl(comm));
   });
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclSend)
@@ -177,8 +174,8 @@ HOCCL_NCCL_WEAK_ALIAS(ncclSend)
 ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                        cudaStream_t stream) {
   return guarded("ncclRecv", [&] {
-    prepare(comm, recvbuff, recvbuff, stream);
-    return fromHoccl(hocclRecv(recvbuff, count, toHoccl(datatype), peer, toHoccl(comm), nullptr), toHoccl(comm));
+    const hocclStream_t s = prepare(comm, recvbuff, recvbuff, stream);
+    return fromHoccl(hocclRecv(recvbuff, count, toHoccl(datatype), peer, toHoccl(comm), s), toHoccl(comm));
   });
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclRecv)
@@ -293,7 +290,7 @@ HOCCL_NCCL_WEAK_ALIAS(ncclGroupSimulateEnd)
 ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                                        ncclScalarResidence_t residence, ncclComm_t comm) {
   return guarded("ncclRedOpCreatePreMulSum", [&] {
-    requireHostBuffer("scalar", scalar);
+    requireUsableBuffer("scalar", scalar);
     return fromHoccl(hocclRedOpCreatePreMulSum(reinterpret_cast<hocclRedOp_t*>(op), scalar, toHoccl(datatype),
                                                static_cast<hocclScalarResidence_t>(residence), toHoccl(comm)),
                      toHoccl(comm));

@@ -8,6 +8,8 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "kernels/cuda/cuda_driver.h"
+#include "kernels/device/device.h"
+#include "kernels/memory.h"
 
 // hoccl's C API uses NCCL's values, so casts between the two are exact. These asserts keep it that way.
 static_assert(sizeof(ncclUniqueId) == sizeof(hocclUniqueId), "unique id size");
@@ -77,17 +79,42 @@ ncclResult_t fromHoccl(hocclResult_t result, hocclComm_t comm) {
   return static_cast<ncclResult_t>(result);
 }
 
-void requireHostBuffer(const char* what, const void* ptr) {
+void requireUsableBuffer(const char* what, const void* ptr) {
+  if (!ptr || device::current()) return;  // with a device, kernels::classify decides and hoccl checks the call
   if (cuda::classify(ptr) != cuda::PtrKind::Device) return;
   throw Error(hocclInvalidArgument,
-              fmt::format("{} ({}) is CUDA device memory, but the CUDA path of hoccl is not built into this "
-                          "libnccl.so.2 (host memory only). Pass host buffers (pageable, pinned or managed), or use "
-                          "NVIDIA's libnccl.so.2 for device buffers.",
+              fmt::format("{} ({}) is CUDA device memory, but hoccl uses no device in this process (HOCCL_DEVICE=none, "
+                          "or the CUDA device could not be opened: HOCCL_DEBUG=INFO says why), so this libnccl.so.2 "
+                          "can move host memory only. Pass host buffers (pageable, pinned or managed), or unset "
+                          "HOCCL_DEVICE.",
+                          what, ptr));
+}
+
+void requireHostBuffer(const char* what, const void* ptr) {
+  if (!ptr || kernels::classify(ptr) != kernels::MemoryKind::Device) return;
+  throw Error(hocclInvalidArgument,
+              fmt::format("{} ({}) is device memory, but hoccl runs this call on host memory only. Pass host memory "
+                          "(pageable, pinned or managed).",
                           what, ptr));
 }
 
 void syncStream(cudaStream_t stream) {
   if (!stream) return;
+  if (device::Device* d = device::current()) {
+    if (!d->validStream(stream))
+      throw Error(hocclInvalidArgument, fmt::format("stream {} is not a live stream of {}; pass a valid stream or a "
+                                                    "null stream",
+                                                    static_cast<void*>(stream), d->name()));
+    try {
+      d->synchronize(stream);
+    } catch (const Error& e) {
+      throw Error(hocclInvalidArgument,
+                  fmt::format("could not order the host-memory operation after stream {}: {}. Pass a valid stream "
+                              "or a null stream.",
+                              static_cast<void*>(stream), e.what()));
+    }
+    return;
+  }
   if (!cuda::driverLoaded()) {
     throw Error(hocclInvalidArgument,
                 fmt::format("a non-null stream ({}) was given, but no CUDA driver (libcuda.so.1) can be loaded in "
@@ -101,6 +128,18 @@ void syncStream(cudaStream_t stream) {
                             "or a null stream.",
                             static_cast<void*>(stream), failure));
   }
+}
+
+hocclStream_t streamForCall(const void* sendbuff, const void* recvbuff, cudaStream_t stream) {
+  const bool sendDev = sendbuff && kernels::classify(sendbuff) == kernels::MemoryKind::Device;
+  const bool recvDev = recvbuff && kernels::classify(recvbuff) == kernels::MemoryKind::Device;
+  if (!sendDev && !recvDev) {
+    syncStream(stream);
+    return nullptr;
+  }
+  const bool sendHost = sendbuff && !sendDev, recvHost = recvbuff && !recvDev;
+  if (sendHost || recvHost) syncStream(stream);
+  return reinterpret_cast<hocclStream_t>(stream);
 }
 
 void unsupported(const std::string& why) {

@@ -57,12 +57,24 @@ inline hocclDataType_t toHoccl(ncclDataType_t t) { return static_cast<hocclDataT
 /// Same values by contract; dynamic (PreMulSum) ops pass unchanged.
 inline hocclRedOp_t toHoccl(ncclRedOp_t op) { return static_cast<hocclRedOp_t>(op); }
 
-/// Throws InvalidArgument if ptr is CUDA device memory (the CUDA path is not built). `what` names the argument.
+/// Throws InvalidArgument if ptr is device memory but hoccl uses no device in this process (HOCCL_DEVICE=none, or the
+/// CUDA device could not be opened), so hoccl cannot move it. `what` names the argument. Device memory of the
+/// process's device (a GPU, or the simulated one) passes: hoccl's device path takes it.
 /// Error texts thrown here and below leave out the function name: guarded() puts it in front.
+void requireUsableBuffer(const char* what, const void* ptr);
+/// Throws InvalidArgument if ptr is device memory, for the calls hoccl runs on host memory only (one-sided puts,
+/// buffer registration).
 void requireHostBuffer(const char* what, const void* ptr);
 /// Orders a host-memory operation after the work already queued on stream: synchronises a non-null stream through
-/// the CUDA driver; throws InvalidArgument when a non-null stream is given but no CUDA driver is in use.
+/// the process's device (a GPU or the simulated one), else through the CUDA driver; throws InvalidArgument when the
+/// stream is not a live stream, or when a non-null stream is given and there is neither a device nor a driver.
 void syncStream(cudaStream_t stream);
+/// The stream to hand to hoccl for a call on these buffers (checked with requireUsableBuffer first), as NCCL orders
+/// it: device buffers (either one) make the call stream-ordered on `stream` (hoccl enqueues it and returns); host
+/// buffers only run at once after the stream's earlier work (syncStream) with a null stream. When one buffer is on
+/// the device and the other on the host the stream is synchronised too and passed on: hoccl then either refuses the
+/// mix or (when the host one is a buffer the rank does not use) runs the call stream-ordered.
+hocclStream_t streamForCall(const void* sendbuff, const void* recvbuff, cudaStream_t stream);
 /// Throws InvalidUsage saying that the call is not supported by hoccl; `why` says why and what to do instead.
 [[noreturn]] void unsupported(const std::string& why);
 

@@ -17,8 +17,8 @@ using namespace hoccl::shim;
 namespace {
 
 constexpr const char* kNoDeviceApi =
-    "NCCL's device API needs CUDA kernels, and the CUDA path of hoccl is not built into this libnccl.so.2. Use the "
-    "host collectives (ncclAllReduce, ...) or NVIDIA's libnccl.so.2.";
+    "NCCL's device API needs NCCL's CUDA kernels, which hoccl does not have (its device path runs collectives from "
+    "a host proxy thread). Use the collectives (ncclAllReduce, ...; device buffers work) or NVIDIA's libnccl.so.2.";
 
 // The comm's size and rank, or {0, -1} (with a last-error text) for an invalid communicator.
 ncclTeam_t worldOf(const char* fn, ncclComm_t comm) {

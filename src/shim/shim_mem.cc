@@ -1,6 +1,7 @@
 /// @file shim_mem.cc
-/// NCCL's memory calls for host memory: ncclMemAlloc/ncclMemFree are hocclMemAlloc/hocclMemFree (when the process
-/// has no CUDA device): page-aligned shared memory that the other ranks of the host can map. Buffer registrations
+/// NCCL's memory calls: ncclMemAlloc/ncclMemFree are hocclMemAlloc/hocclMemFree: device memory when the process has a
+/// device (a GPU, or the simulated one), else page-aligned shared memory that the other ranks of the host can map.
+/// Registrations of device memory are records only (hoccl's device path does not need them). Host buffer registrations
 /// are hocclCommRegister registrations (kept in the communicator's table, which the shm transport consults: memory
 /// of ncclMemAlloc registered on every rank of a host is read and written in place); for other memory a
 /// registration changes nothing about how data moves. Windows are hocclCommWindowRegister windows (collective, as
@@ -16,6 +17,8 @@
 #include <fmt/format.h>
 
 #include "kernels/cuda/cuda_driver.h"
+#include "kernels/device/device.h"
+#include "kernels/memory.h"
 #include "shim/shim_common.h"
 
 using namespace hoccl::shim;
@@ -49,9 +52,13 @@ void* registerRange(ncclComm_t comm, void* buff, size_t size, bool window) {
     throw hoccl::Error(r, fmt::format("invalid communicator {}: {}", static_cast<void*>(comm), hocclGetLastError(h)));
   }
   if (!buff && size > 0) throw hoccl::Error(hocclInvalidArgument, "buff is NULL but size is not 0");
-  requireHostBuffer("buff", buff);
   void* hh = nullptr;
-  if (window) {
+  const bool onDevice = buff && hoccl::kernels::classify(buff) == hoccl::kernels::MemoryKind::Device;
+  if (onDevice && !window) {
+    // Device memory of the process's device (NCCL registers it for its kernels): kept as a record only; hoccl's
+    // device path stages or copies device buffers whether registered or not. Without a device it is refused.
+    requireUsableBuffer("buff", buff);
+  } else if (window) {  // hoccl refuses a device part on every rank (collective), so no local check here
     hocclWindow_t w = nullptr;
     if (const hocclResult_t rc = hocclCommWindowRegister(h, buff, size, &w); rc != hocclSuccess)
       throw hoccl::Error(rc, hocclGetLastError(h));
@@ -84,9 +91,11 @@ void deregisterRange(ncclComm_t comm, const void* handle, bool window) {
   }
   hocclComm_t h = toHoccl(comm);
   void* hh = it->second->hocclHandle;
-  const hocclResult_t rc = window ? hocclCommWindowDeregister(h, static_cast<hocclWindow_t>(hh))
-                                  : hocclCommDeregister(h, hh);
-  if (rc != hocclSuccess) throw hoccl::Error(rc, hocclGetLastError(h));  // e.g. in use: the record stays too
+  if (hh || window) {  // a device-memory registration is a record only (registerRange)
+    const hocclResult_t rc = window ? hocclCommWindowDeregister(h, static_cast<hocclWindow_t>(hh))
+                                    : hocclCommDeregister(h, hh);
+    if (rc != hocclSuccess) throw hoccl::Error(rc, hocclGetLastError(h));  // e.g. in use: the record stays too
+  }
   r.regs.erase(it);
 }
 
@@ -123,11 +132,13 @@ extern "C" {
 ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
   return guarded("ncclMemAlloc", [&] {
     if (!ptr) throw hoccl::Error(hocclInvalidArgument, "ptr is NULL; pass the address of a pointer");
-    if (hoccl::cuda::deviceCount() > 0) {
+    // With a device (a GPU, or HOCCL_DEVICE=sim) hocclMemAlloc returns device memory of it, as NCCL does; without
+    // one, shared host memory (zero copy). A GPU that hoccl does not use would make that host memory a surprise.
+    if (!hoccl::device::current() && hoccl::cuda::deviceCount() > 0) {
       unsupported(
-          "this process has a CUDA device, and ncclMemAlloc must then return device memory, but the "
-          "CUDA path of hoccl is not built into this libnccl.so.2. Allocate with cudaMalloc, or use "
-          "NVIDIA's libnccl.so.2.");
+          "this process has a CUDA device, and ncclMemAlloc must then return device memory, but hoccl uses no "
+          "device here (HOCCL_DEVICE=none, or the CUDA device could not be opened: HOCCL_DEBUG=INFO says why). "
+          "Unset HOCCL_DEVICE, allocate with cudaMalloc, or use NVIDIA's libnccl.so.2.");
     }
     void* p = nullptr;
     if (const hocclResult_t rc = hocclMemAlloc(&p, size); rc != hocclSuccess)

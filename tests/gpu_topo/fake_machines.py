@@ -60,6 +60,7 @@ class Tree:
         self.path = {}    # device key -> list of ancestors, nearest first, ending with ('hb', socket, index)
         self.socket = {}
         self.nics = []    # (name, bus)
+        self.netdev = {}  # NIC name -> its network interface
         for s, bridges in enumerate(m['sockets']):
             for h, hb in enumerate(bridges):
                 for sw in hb['switches']:
@@ -78,6 +79,7 @@ class Tree:
                 self.socket[key] = s
                 if 'nic' in child:
                     self.nics.append((child['nic'], child['bus']))
+                    self.netdev[child['nic']] = child['netdev']
 
     def link(self, a, b):
         pa, pb = self.path[a], self.path[b]
@@ -104,7 +106,7 @@ def expected(m):
         users[best] += 1
         nic_of.append(t.nics[best][0])
     return {'gpu_links': gpu_links, 'nic_links': nic_links, 'nics': [n for n, _ in t.nics], 'nic_of': nic_of,
-            'best_ring_cost': best_ring_cost(gpu_links)}
+            'netdev_of': [t.netdev[n] for n in nic_of], 'best_ring_cost': best_ring_cost(gpu_links)}
 
 
 def hop_cost(word):

@@ -11,7 +11,8 @@ Checks, for each machine:
   NVLinks known: a note says so);
 - without a driver: an empty model, a plain INFO line, exit 0;
 - applied: 4 ranks (hoccl-run), each on its own GPU through CUDA_VISIBLE_DEVICES: the host's ring follows the GPU
-  ring (fewer slow hops than rank order), and each rank reports its GPU's nearest NIC.
+  ring (fewer slow hops than rank order), each rank reports its GPU's nearest NIC, and over tcp each rank's
+  listener prefers that NIC's network interface.
 
 Usage: test_gpu_live.py HOCCL_TOPO HOCCL_RUN FAKE_CUDA_DIR FAKE_NVML_DIR
 """
@@ -123,7 +124,8 @@ def main():
             pick = ' '.join(map(str, gpus_of_rank))
             cmd = [RUN, '-n', '4', '--timeout', '60', '--', 'sh', '-c',
                    f'set -- {pick}; shift $HOCCL_LOCAL_RANK; CUDA_VISIBLE_DEVICES=$1 exec "$0" --online --json', TOPO]
-            p = run(cmd, {**env, 'HOCCL_DEBUG': 'INFO'}, both, timeout=90)
+            # Over tcp (shm off), so that each rank's listener shows the interface it prefers.
+            p = run(cmd, {**env, 'HOCCL_DEBUG': 'INFO', 'HOCCL_SHM_DISABLE': '1'}, both, timeout=90)
             check(p.returncode == 0, f'{name}: 4 ranks on GPUs failed ({p.returncode}):\n{p.stderr[-3000:]}')
             if p.returncode == 0:
                 start = p.stdout.index('{')
@@ -145,6 +147,14 @@ def main():
                     nic = f'nearest NIC {want["nic_of"][g]}'
                     check(any(line in l and nic in l for l in p.stderr.splitlines()),
                           f'{name}: rank {r} did not report GPU{g} with {nic}')
+                    # tcp binds to that NIC's network interface (when this machine has it; the recorded names are
+                    # not here, so the address falls back, but the preference is logged). The last rank listens
+                    # for nobody (it connects to every peer below it).
+                    listens = f'tcp: rank {r} listens on'
+                    pref = f'preferred interface: {want["netdev_of"][g]}, the nearest NIC of this rank\'s GPU'
+                    if r < 3:
+                        check(any(listens in l and pref in l for l in p.stderr.splitlines()),
+                              f'{name}: rank {r} on GPU{g} did not prefer {want["netdev_of"][g]} for tcp')
 
         # No driver, no NVML: an empty model and a plain INFO line (skipped where a real driver is installed).
         probe = run([sys.executable, '-c', 'import ctypes; ctypes.CDLL("libcuda.so.1")'], {}, [empty_dir])

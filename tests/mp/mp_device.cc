@@ -3,13 +3,14 @@
 // either has run), groups of device calls, grouped send/recv on device buffers, refusal of mixed host/device buffers
 // and of an invalid stream, and a failure of a stream-ordered call reported through hocclCommGetAsyncError and the
 // next call without leaving the stream waiting; ranks staging device buffers in pieces of different sizes fail
-// naming HOCCL_STAGING_CHUNK.
+// naming HOCCL_STAGING_CHUNK; device buffers on one rank and host buffers on the others fail at once on every rank.
 //
 // Usage: mp_device --ranks N
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -177,6 +178,60 @@ int stagingMismatch(hocclComm_t comm, int rank) {
   return 0;
 }
 
+// Rank 0 passes device buffers (staged), the others host buffers, to the same all-reduce: every rank fails at once
+// with hocclInvalidUsage naming the ranks and the kinds of their buffers, long before HOCCL_TIMEOUT (the test sets it
+// to 60 s and requires the failure within 5 s); rank 0's stream is released.
+int kindMismatch(hocclComm_t comm, int rank) {
+  if (hoccl::device::current()->hostAccessible()) return 0;  // nothing is staged
+  hocclComm_t sub = nullptr;
+  MP_CHECK(rank, hocclCommSplit(comm, 0, rank, &sub, nullptr));
+  const size_t count = 20000;
+  std::vector<float> host(count, 1.0f);
+  float* dev = nullptr;
+  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&dev), count * sizeof(float)));
+  hocclStream_t s = nullptr;
+  MP_CHECK(rank, hocclStreamCreate(&s));
+  const auto start = std::chrono::steady_clock::now();
+  hocclResult_t rc = hocclSuccess;
+  std::string why;
+  if (rank == 0) {
+    rc = hocclAllReduce(dev, dev, count, hocclFloat, hocclSum, sub, s);
+    if (rc != hocclSuccess)
+      return fail(rank, std::string("the device all-reduce was not enqueued: ") + hocclGetLastError(sub));
+    MP_CHECK(rank, hocclStreamSynchronize(s));  // released, not hung
+    MP_CHECK(rank, hocclCommGetAsyncError(sub, &rc));
+  } else {
+    rc = hocclAllReduce(host.data(), host.data(), count, hocclFloat, hocclSum, sub, nullptr);
+  }
+  why = hocclGetLastError(sub);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const char* mode = std::getenv("HOCCL_CHECK_MISMATCH");
+  if (mode && std::string(mode) == "0") {
+    // No mismatch check: the staging hello and the transports' size check catch it, at once; each rank fails with its
+    // own finding (rank 0 names both kinds, the host rank the size mismatch) or the job's verdict.
+    if (rc == hocclSuccess || rc == hocclInProgress || seconds > 5.0)
+      return fail(rank, "without the mismatch check the buffer-kind mismatch gave " + std::to_string(rc) + " after " +
+                            std::to_string(seconds) + " s (HOCCL_TIMEOUT is 60 s): " + why);
+    std::printf("rank %d: kind mismatch without the check: code %d after %.2f s: %s\n", rank, rc, seconds, why.c_str());
+  } else if (rc != hocclInvalidUsage)
+    return fail(rank, "device buffers on rank 0 and host buffers elsewhere gave " + std::to_string(rc) +
+                          " instead of hocclInvalidUsage: " + why);
+  else if (seconds > 5.0)
+    return fail(rank, "the buffer-kind mismatch took " + std::to_string(seconds) + " s to fail (HOCCL_TIMEOUT " +
+                          "is 60 s): it must be detected at once");
+  else
+    for (const char* part : {"rank 0", "device buffers", "host buffers"})
+      if (why.find(part) == std::string::npos ||
+          (why.find("rank 1") == std::string::npos && why.find("ranks 1") == std::string::npos))
+        return fail(rank, std::string("the buffer-kind mismatch does not name rank 1 and '") + part + "': " + why);
+  double one = 1, all = 0;  // every rank has seen the failure before any aborts (an abort is a verdict of its own)
+  MP_CHECK(rank, hocclAllReduce(&one, &all, 1, hocclDouble, hocclSum, comm, nullptr));
+  hocclCommAbort(sub);
+  MP_CHECK(rank, hocclDeviceFree(dev));
+  MP_CHECK(rank, hocclStreamDestroy(s));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -184,6 +239,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--ranks" && i + 1 < argc) nranks = std::atoi(argv[++i]);
   setenv("HOCCL_DEVICE", "sim", 1);
+  setenv("HOCCL_TIMEOUT", "60", 1);  // kindMismatch: a failure detected only by a timeout would take a minute
   int rc = runRanks(
       nranks,
       [&](int rank, int n, const hocclUniqueId& id) {
@@ -192,6 +248,8 @@ int main(int argc, char** argv) {
     if (int e = ordering(comm, rank, n)) return e;
     if (n > 1)
       if (int e = stagingMismatch(comm, rank)) return e;
+    if (n > 1)
+      if (int e = kindMismatch(comm, rank)) return e;
     if (n > 1)
       if (int e = failure(comm, rank)) return e;
     hocclCommAbort(comm);

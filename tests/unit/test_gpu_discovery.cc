@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "topology/gpu_discovery.h"
+#include "topology/host_hw.h"
 #include "topology/topology.h"
+#include "transports/tcp/tcp_transport.h"
 
 using namespace hoccl;
 using namespace hoccl::topo;
@@ -32,13 +34,13 @@ PciTree twoSockets() {
   const int b = add("0000:0d:00.0", add("0000:03:00.2", top, false, 0), false, 0);
   underSwitch(a, "0000:07:00.0", 0);
   underSwitch(a, "0000:08:00.0", 0);
-  t.nics.push_back({"mlx5_0", underSwitch(a, "0000:09:00.0", 0)});
+  t.nics.push_back({"mlx5_0", underSwitch(a, "0000:09:00.0", 0), "ibp9s0"});
   underSwitch(b, "0000:0f:00.0", 0);
   const int c = add("0000:85:00.0", add("", -1, true, 1), false, 1);
   underSwitch(c, "0000:87:00.0", 1);
   const int d = add("0000:c5:00.0", add("", -1, true, 1), false, 1);
   underSwitch(d, "0000:c7:00.0", 1);
-  t.nics.push_back({"mlx5_1", underSwitch(d, "0000:c9:00.0", 1)});
+  t.nics.push_back({"mlx5_1", underSwitch(d, "0000:c9:00.0", 1), "ibp201s0"});
   return t;
 }
 
@@ -149,4 +151,31 @@ TEST_CASE("gpu discovery applied: a host's ranks follow its GPU ring", "[gpu_top
   // Two ranks on one GPU stay next to each other, in rank order.
   const Topology shared = build({rankOn(0, "a", 1), rankOn(1, "a", 0), rankOn(2, "a", 1), rankOn(3, "a", 0)});
   CHECK(shared.localIndex == std::vector<int>{2, 0, 3, 1});
+}
+
+TEST_CASE("gpu discovery: a rank on a GPU uses its GPU's nearest NIC for tcp, else the NUMA node's", "[gpu_topology]") {
+  GpuFacts facts;
+  facts.busIds = {"0000:07:00.0", "0000:08:00.0", "0000:0F:00.0", "0000:87:00.0", "0000:c7:00.0"};
+  const GpuTopology t = buildGpuTopology(facts, twoSockets());
+  REQUIRE(t.nics.size() == 2);
+  CHECK(t.nics[0].netdev == "ibp9s0");
+  CHECK(t.nics[1].netdev == "ibp201s0");
+  // The host as hwloc's NUMA view sees it: NIC eth0 on node 0, NIC ibp201s0 on node 1, the rank runs on node 0.
+  HostHardware host;
+  host.numaNodes = 2;
+  host.currentNuma = 0;
+  host.devices = {{"nic", "eth0", "0000:01:00.0", 0}, {"nic", "ibp201s0", "0000:c9:00.0", 1}};
+  transport::ConnectContext ctx;
+  std::string why;
+  CHECK(transport::tcp::chooseInterface(ctx, host, &why) == "eth0");  // no GPU: the NUMA node's NIC
+  CHECK(why.find("NUMA node 0") != std::string::npos);
+  for (const auto& [bus, nic] : std::vector<std::pair<std::string, std::string>>{{"0000:87:00.0", "ibp201s0"},
+                                                                                 {"0000:c7:00.0", "ibp201s0"},
+                                                                                 {"0000:08:00.0", "ibp9s0"}}) {
+    const GpuPlacement p = placeGpu(t, bus);
+    CHECK(p.nicNetdev == nic);
+    ctx.nic = p.nicNetdev;  // what the communicator passes down (src/comm/communicator.cc)
+    CHECK(transport::tcp::chooseInterface(ctx, host, &why) == nic);
+    CHECK(why.find("GPU") != std::string::npos);
+  }
 }

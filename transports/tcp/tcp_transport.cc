@@ -110,6 +110,29 @@ bool processGone(const boot::RankInfo& self, const boot::RankInfo& peer) {
 
 }  // namespace
 
+std::string chooseInterface(const ConnectContext& ctx, const topo::HostHardware& host, std::string* why) {
+  if (!ctx.nic.empty()) {
+    if (why) *why = "the nearest NIC of this rank's GPU";
+    return ctx.nic;
+  }
+  if (why) *why = fmt::format("the NIC nearest to NUMA node {}", host.currentNuma);
+  return host.nearestNic(host.currentNuma);
+}
+
+namespace {
+
+// The address this rank listens on: on chooseInterface's interface when it is up, else net::localAddress's choice.
+net::Address listenAddress(const ConnectContext& ctx) {
+  std::string why;
+  const std::string nic = chooseInterface(ctx, topo::thisHost(), &why);
+  const net::Address addr = net::localAddress(nic);
+  HOCCL_INFO(kNet, "tcp: rank {} listens on {} (preferred interface: {}, {})", ctx.rank, addr.toString(),
+             nic.empty() ? "none" : nic, why);
+  return addr;
+}
+
+}  // namespace
+
 void TcpTransport::prepare(const ConnectContext& ctx, const std::vector<int>& peers) {
   lazyPeers_ = std::set<int>(peers.begin(), peers.end());
   cards_.assign(static_cast<size_t>(ctx.nranks), LazyCard{});
@@ -118,7 +141,7 @@ void TcpTransport::prepare(const ConnectContext& ctx, const std::vector<int>& pe
   me.conns = conns_;
   if (!lazyPeers_.empty() && *lazyPeers_.rbegin() > ctx.rank) {
     net::Address addr;
-    listener_ = net::listenOn(net::localAddress(topo::thisHost().nearestNic(topo::thisHost().currentNuma)), &addr);
+    listener_ = net::listenOn(listenAddress(ctx), &addr);
     if (addr.length > sizeof(me.addr))
       throwInternalError(
           fmt::format("tcp: rank {}: listener address {} does not fit a card", ctx.rank, addr.toString()));
@@ -287,7 +310,7 @@ std::map<int, std::unique_ptr<Channel>> TcpTransport::connect(const ConnectConte
   me.conns = conns_;
   me.stripeBytes = stripeBytes_;
   if (!peerSet.empty() && *peerSet.rbegin() > ctx.rank) {
-    listener = net::listenOn(net::localAddress(topo::thisHost().nearestNic(topo::thisHost().currentNuma)), &me.addr);
+    listener = net::listenOn(listenAddress(ctx), &me.addr);
     me.listening = 1;
     if (onListening) onListening(me.addr);
   }

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "base/boot/handshake.h"
@@ -19,7 +20,16 @@
 #include "base/socket.h"
 #include "transports/transport.h"
 
+namespace hoccl::topo {
+struct HostHardware;
+}
+
 namespace hoccl::transport::tcp {
+
+/// The network interface a rank's listener prefers (net::localAddress; HOCCL_SOCKET_IFNAME, when set, still wins):
+/// ctx.nic (the interface of the nearest NIC of the rank's GPU) when there is one, else the NIC of `host` nearest
+/// to the NUMA node the rank runs on ("" when the host shows none). `why` (optional) says which rule chose it.
+std::string chooseInterface(const ConnectContext& ctx, const topo::HostHardware& host, std::string* why = nullptr);
 
 /// The tcp transport.
 class TcpTransport final : public Transport {
