@@ -21,6 +21,7 @@
 #include "algo/predict.h"
 #include "algo/registry.h"
 #include "algo/tuner.h"
+#include "base/params.h"
 #include "comm/communicator.h"
 #include "hoccl/hoccl.h"
 #include "tools/model/model_tool.h"
@@ -238,6 +239,15 @@ int validate(const ValidateOptions& o) {
     fmt::print("{} ranks, {} hosts, {} switches; {}; model: {}\n{:>12} {:>10} {:>14} {:>14} {:>8}\n", t.nranks,
                t.nhosts, t.nswitches, forced ? fmt::format("HOCCL_ALGO={}", forced) : std::string("tuner's choice"),
                model.describe(), "bytes", "algorithm", "predicted us", "measured us", "error");
+  // The mismatch check (src/comm/call_check.h) adds an exchange before every checked call (by default the first 16
+  // of a communicator and every call from 1 MiB); the prediction is the collective alone.
+  const int64_t checkMode = params::CHECK_MISMATCH.get();
+  if (job.rank == 0 && checkMode != 0 && !o.json)
+    fmt::print(
+        "note: HOCCL_CHECK_MISMATCH={} adds its fingerprint exchange to the measured calls (by default from 1 MiB "
+        "and the first 16 calls), which the prediction leaves out; HOCCL_CHECK_MISMATCH=0 measures the collective "
+        "alone\n",
+        checkMode);
   double worst = 0;
   for (size_t bytes : parseSizes(o.sizes)) {
     sched::CollArgs args{coll, job.rank, t.nranks, countFor(coll, bytes, t.nranks), 0, 0};
@@ -298,6 +308,7 @@ int validate(const ValidateOptions& o) {
       fmt::print("{}\n", nlohmann::json{{"ranks", t.nranks},
                                         {"collective", o.coll},
                                         {"forced", forced ? forced : ""},
+                                        {"mismatch_check", checkMode},
                                         {"worst_error_from_1MiB", worst},
                                         {"rows", rows}}
                              .dump(2));
