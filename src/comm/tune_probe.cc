@@ -5,7 +5,7 @@
 //   2. Per class, rank 0 leads exchanges: an 8-byte header (payload bytes + 1; 0 ends the class), the payload, an
 //      8-byte acknowledgement back. Pings without payload give the latency (half the median round trip, the median
 //      because a descheduled rank on a busy machine would dominate a mean); payloads of 64 KiB and 512 KiB the
-//      bandwidth (the slope between their median times, so per-message costs cancel), as `hoccl-model calibrate`
+//      bandwidth (the slope between their fastest times, so per-message costs cancel), as `hoccl-model calibrate`
 //      does with larger messages. The classes go from the network inwards (inter-switch first). Each kind stops at
 //      its repetition cap, its own budget or the probe's deadline (kTotalBudget after the start; at least one
 //      exchange each), and a class that would start after the deadline keeps its value (rank 0 only sends the end
@@ -63,14 +63,14 @@ class Leader {
     return seconds(Clock::now() - t0);
   }
   // Median round trip of up to `reps` exchanges, fewer once `budget` is used or `deadline` has passed (at least
-  // one).
-  double repeat(size_t bytes, int reps, Clock::duration budget, Clock::time_point deadline) {
+  // one); with `fastest` the shortest instead (the bandwidth slope: descheduling only ever adds time).
+  double repeat(size_t bytes, int reps, Clock::duration budget, Clock::time_point deadline, bool fastest = false) {
     std::vector<double> t;
     const auto start = Clock::now();
     while (static_cast<int>(t.size()) < reps &&
            (t.empty() || (Clock::now() - start < budget && Clock::now() < deadline)))
       t.push_back(exchange(bytes));
-    return median(t);
+    return fastest ? *std::min_element(t.begin(), t.end()) : median(t);
   }
   void end() {
     header_ = 0;
@@ -155,8 +155,8 @@ TuneProbeResult probeLinkModel(Communicator& comm) {
     }
     lead.exchange(0);  // warm-up (first use of the channel)
     const double lat = lead.repeat(0, kMaxPings, kPingBudget, deadline) / 2;
-    const double ts = lead.repeat(kSmall, kMaxTransfers, kTransferBudget, deadline);
-    const double tl = lead.repeat(kLarge, kMaxTransfers, kTransferBudget, deadline);
+    const double ts = lead.repeat(kSmall, kMaxTransfers, kTransferBudget, deadline, true);
+    const double tl = lead.repeat(kLarge, kMaxTransfers, kTransferBudget, deadline, true);
     lead.end();
     const double bw = tl > ts ? static_cast<double>(kLarge - kSmall) / (tl - ts) : static_cast<double>(kLarge) / tl;
     m.alpha[c] = lat;
