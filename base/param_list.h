@@ -145,4 +145,7 @@
   /* Cost model file (track model, issue 17) */                                                                        \
   STRING(MODEL_FILE, "",                                                                                               \
          "Cost model file (JSON, written by hoccl-model calibrate): replaces the built-in link parameters; "          \
-         "HOCCL_LINK_* still override")
+         "HOCCL_LINK_* still override")                                                                                \
+  INT(TUNE_PROBE, 0, 0, 1,                                                                                             \
+      "1: at init rank 0 measures latency and bandwidth to one peer per link class (short probes that stop 0.5 s "     \
+      "after the start) and every rank's tuner uses that model, agreed through the bootstrap; HOCCL_LINK_* override")

@@ -14,7 +14,11 @@ topo::FastOptions fastOptions(const Algorithm& alg, const sched::CollArgs& args,
                       args.coll == sched::Coll::Gather || args.coll == sched::Coll::Scatter;
   if (rooted) {
     o.reps = topo::Representatives::All;
-  } else if (std::strcmp(alg.name, "ho_ring") == 0 && topo::hierarchy(topo).note == "regular") {
+  } else if ((std::strcmp(alg.name, "ho_ring") == 0 || std::strcmp(alg.name, "direct") == 0) &&
+             topo::hierarchy(topo).note == "regular") {
+    // HO-Ring's schedule maps onto itself under every coordinate shift of a regular hierarchy; direct's unrooted
+    // schedules are the complete graph in one step (then local combines), which every relabelling of ranks that
+    // keeps hosts and switches maps onto itself. Either way rank 0 behaves like every rank.
     o.reps = topo::Representatives::OneRank;
   } else {
     o.reps = topo::Representatives::OneSwitchEach;

@@ -9,8 +9,9 @@
  * Shortcuts: each transport shortcut that can run the call prices itself with the same link parameters; the
  * fastest of them and the best schedule are compared, the shortcut winning ties (it was measured faster inside its
  * operating range, docs/performance.md).
- * Every rank computes the same choice from the same inputs (topology, arguments, HOCCL_LINK_* and HOCCL_ALGO), so no
- * agreement round is needed; those parameters must therefore be equal on all ranks.
+ * Every rank computes the same choice from the same inputs (topology, arguments, HOCCL_LINK_*, HOCCL_MODEL_FILE and
+ * HOCCL_ALGO, or the model HOCCL_TUNE_PROBE=1 measured, which rank 0 hands to every rank at init), so no agreement
+ * round is needed per call; those parameters must therefore be equal on all ranks.
  */
 #include "algo/tuner.h"
 
@@ -62,12 +63,12 @@ topo::Prediction predictAlgorithm(const Algorithm& alg, const sched::CollArgs& a
 }
 
 Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
-            const std::vector<const Algorithm*>& c) {
+            const std::vector<const Algorithm*>& c, const topo::LinkModel* given) {
   static std::mutex mutex;
   static std::map<Key, Choice> cache;
   std::string names;
   for (const Algorithm* a : c) names += std::string(a->name) + ",";
-  const topo::LinkModel model = linkModel();
+  const topo::LinkModel model = given ? *given : linkModel();
   Key key{static_cast<int>(args.coll), args.nranks, args.count,     args.chunkCount, args.root, args.inPlace, elemSize,
           topologyHash(topo),          names,       modelKey(model)};
   {
@@ -115,21 +116,22 @@ bool isShortcutName(const std::string& name) {
 }
 
 Choice decide(const transport::CollCall& call, const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
-              const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts) {
+              const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts, const topo::LinkModel* given) {
   static const std::string forced = params::ALGO.get();
   const bool forcedShortcut = isShortcutName(forced);
   if (forcedShortcut) {
     for (const auto& s : shortcuts)
-      if (forced == s->name() && s->canRun(call)) return Choice{s.get(), nullptr, s->predictSeconds(call, linkModel())};
+      if (forced == s->name() && s->canRun(call))
+        return Choice{s.get(), nullptr, s->predictSeconds(call, given ? *given : linkModel())};
   } else if (!forced.empty()) {
     return Choice{nullptr, &choose(args, topo, elemSize), 0};  // an algorithm, or an error listing the valid names
   }
   // The schedules first (cached), then any shortcut predicted at least as fast.
   auto candidates = algo::candidates(args, topo);
   if (candidates.empty()) throwInternalError(std::string("no algorithm implements ") + sched::collName(args.coll));
-  Choice best = tune(args, topo, elemSize, candidates);
+  Choice best = tune(args, topo, elemSize, candidates, given);
   if (!forced.empty()) return best;  // a forced shortcut that cannot run this call: the schedules decide
-  const topo::LinkModel model = linkModel();
+  const topo::LinkModel model = given ? *given : linkModel();
   std::string report;
   for (const auto& s : shortcuts) {
     if (!s->canRun(call)) continue;

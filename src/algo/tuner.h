@@ -23,9 +23,10 @@ struct Choice {
 };
 
 /// The fastest of `candidates` (non-empty) for args on topo with elements of elemSize bytes, with its predicted
-/// time (algo/predict.h: every rank simulated up to 64 ranks, the fast model above).
+/// time (algo/predict.h: every rank simulated up to 64 ranks, the fast model above), priced with `model`, or
+/// topo::LinkModel::fromParams() when it is null.
 Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
-            const std::vector<const Algorithm*>& candidates);
+            const std::vector<const Algorithm*>& candidates, const topo::LinkModel* model = nullptr);
 
 /// Simulates `alg` for every rank of topo (args.rank is ignored) and predicts the operation.
 topo::Prediction predictAlgorithm(const Algorithm& alg, const sched::CollArgs& args, const topo::Topology& topo,
@@ -34,9 +35,11 @@ topo::Prediction predictAlgorithm(const Algorithm& alg, const sched::CollArgs& a
 /// What runs `call` (args: the same call as the schedules see it; `call.op` is hocclNumOps or above for PreMulSum,
 /// which no shortcut takes). HOCCL_ALGO naming an algorithm forces it (shortcuts are not considered); naming a
 /// shortcut forces it where it can run (else the schedules compete); otherwise every shortcut that can run and the
-/// best schedule are compared by predicted time. The same inputs give the same choice on every rank.
+/// best schedule are compared by predicted time, with `model` (the communicator's probed model, comm/tune_probe.h)
+/// or, when it is null, topo::LinkModel::fromParams(). The same inputs give the same choice on every rank.
 Choice decide(const transport::CollCall& call, const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
-              const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts);
+              const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts,
+              const topo::LinkModel* model = nullptr);
 
 /// Names of the shortcuts HOCCL_ALGO accepts ("small, single_copy").
 std::string shortcutNames();

@@ -17,6 +17,7 @@
 #include "comm/one_sided.h"
 #include "comm/proxy.h"
 #include "comm/topo_probe.h"
+#include "comm/tune_probe.h"
 #include "exec/staged_channel.h"
 #include "kernels/device/device.h"
 #include "base/error.h"
@@ -125,6 +126,14 @@ Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::
   }
   // Switches by measurement (HOCCL_TOPO_PROBE=1) when no rank knows its switch; the same decision on every rank.
   if (topoProbeWanted(topology_, bootstrap_->ranks())) topology_ = probeTopology(*this);
+  // Link parameters by measurement (HOCCL_TUNE_PROBE=1), agreed on by every rank (comm/tune_probe.h).
+  if (tuneProbeWanted(topology_)) {
+    TuneProbeResult probe = probeLinkModel(*this);
+    HOCCL_INFO(kTuning, "{}: tuning probe took {:.0f} ms ({}); model: {}", describe(), probe.seconds * 1e3,
+               probe.summary, probe.model.describe());
+    probedModel_ = probe.model;
+    probeSeconds_ = probe.seconds;
+  }
   HOCCL_INFO(kInit, "{}: ready ({} hosts, {} switches)", describe(), topology_.nhosts, topology_.nswitches);
 }
 
@@ -235,7 +244,7 @@ const Communicator::Decision& Communicator::decide(const transport::CollCall& ca
       lastKey_ = nullptr;
     }
     Decision d;
-    d.choice = algo::decide(call, args, topology_, elemSize, shortcuts_);
+    d.choice = algo::decide(call, args, topology_, elemSize, shortcuts_, probedModel());
     if (d.choice.algorithm)
       d.schedule = std::make_shared<const sched::Schedule>(d.choice.algorithm->generate(args, topology_));
     it = decisions_.emplace(key, std::move(d)).first;

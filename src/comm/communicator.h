@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "base/health.h"
 #include "comm/flight_recorder.h"
 #include "hoccl/hoccl.h"
+#include "topology/link_model.h"
 #include "topology/topology.h"
 #include "kernels/registrations.h"
 #include "transports/shortcut.h"
@@ -114,6 +116,11 @@ class Communicator {
   Proxy* proxyIfAny() const { return proxy_.get(); }
   /// The one-sided windows and signals (comm/one_sided.h), made on first use.
   OneSided& oneSided();
+  /// The link model the HOCCL_TUNE_PROBE=1 probe measured at init (the same on every rank), or null: the tuner
+  /// then uses topo::LinkModel::fromParams().
+  const topo::LinkModel* probedModel() const { return probedModel_ ? &*probedModel_ : nullptr; }
+  /// How long rank 0's tuning probe took (the same on every rank; 0 without HOCCL_TUNE_PROBE=1).
+  double probeSeconds() const { return probeSeconds_; }
 
  private:
   int rank_;
@@ -137,6 +144,8 @@ class Communicator {
   void* deviceScratch_ = nullptr;
   size_t deviceScratchBytes_ = 0;
   bool oversubscribed_ = false;
+  std::optional<topo::LinkModel> probedModel_;  // HOCCL_TUNE_PROBE=1 (comm/tune_probe.h)
+  double probeSeconds_ = 0;
   using DecisionKey = std::tuple<int, size_t, int, bool, size_t, size_t, bool, int, int>;
   std::map<DecisionKey, Decision> decisions_;
   const DecisionKey* lastKey_ = nullptr;  // the most recent decision: repeated identical calls skip the map

@@ -19,9 +19,9 @@
 #include <thread>
 
 #include "comm/communicator.h"
+#include "comm/probe_link.h"
 #include "base/error.h"
 #include "base/log.h"
-#include "base/wait.h"
 #include "base/params.h"
 #include "topology/probe_cluster.h"
 
@@ -33,45 +33,10 @@ constexpr size_t kPayloadBytes = size_t{4} << 20;
 constexpr int kMaxReps = 3;
 constexpr auto kDirectionBudget = std::chrono::milliseconds(60);
 
-// Blocking point-to-point on one channel, with the communicator's deadline and abort flag.
-class Link {
+// The probe's point-to-point (comm/probe_link.h).
+class Link : public ProbeLink {
  public:
-  Link(Communicator& comm, int peer) : comm_(comm), peer_(peer), ch_(comm.channel(peer)) {}
-  void send(const void* data, size_t bytes) { ch_.postSend(data, bytes); }
-  void recv(void* data, size_t bytes) {
-    transport::RecvTarget t;
-    t.direct = data;
-    ch_.postRecv(bytes, std::move(t));
-  }
-  // Progresses until every posted operation is complete.
-  void wait(const char* what) {
-    static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
-    const auto deadline = Clock::now() + timeout;
-    Backoff backoff(comm_.oversubscribed());
-    while (ch_.pending() > 0) {
-      comm_.health().check(comm_.describe(), "topology probe");
-      if (ch_.progress()) {
-        backoff.reset();
-        continue;
-      }
-      if (Clock::now() > deadline)
-        throwTimeout(
-            fmt::format("{}: topology probe ({}) with rank {} timed out after {} s; is that rank alive "
-                        "and also running with HOCCL_TOPO_PROBE=1? (raise HOCCL_TIMEOUT, or set "
-                        "HOCCL_TOPO_PROBE=0)",
-                        comm_.describe(), what, peer_, timeout.count()));
-      switch (backoff.next()) {
-        case WaitAction::Spin: Backoff::cpuRelax(); break;
-        case WaitAction::Yield: sched_yield(); break;
-        case WaitAction::Block: ch_.waitForActivity(backoff.blockMicros()); break;
-      }
-    }
-  }
-
- private:
-  Communicator& comm_;
-  int peer_;
-  transport::Channel& ch_;
+  Link(Communicator& comm, int peer) : ProbeLink(comm, peer, "topology probe", "HOCCL_TOPO_PROBE=0") {}
 };
 
 // Sender side of one direction; returns MB/s (median of the repetitions).

@@ -249,6 +249,12 @@ class FastSim {
       if (nextLocal < sum.local.size() && sum.local[nextLocal].first == k) local = sum.local[nextLocal++].second;
       const uint32_t begin = k ? sum.stepEnd[k - 1] : 0, end = sum.stepEnd[k];
       const int sends = static_cast<int>(end - begin);
+      if (sends == 1) {  // one flow (every step of a flat ring): priced directly, as flowsEnd() would, without maps
+        const double d = std::max(local, singleFlowEnd(r, sum.sends[begin], g, port));
+        if (g >= stepTime_.size()) stepTime_.resize(g + 1, 0.0);
+        stepTime_[g] = std::max(stepTime_[g], d);
+        continue;
+      }
       for (uint32_t j = begin; j < end; ++j) {
         const int peer = sum.sends[j].peer;
         const hocclLinkClass_t cls = t_.linkClass(r, peer);
@@ -273,6 +279,25 @@ class FastSim {
       stepTime_[g] = std::max(stepTime_[g], d);
     }
     sum = Summary{};  // free it
+  }
+
+  // A step's only flow: alpha, then the bytes at the smallest of its class's beta and its share of every link it
+  // crosses (the pass-1 counts; with one flow of its own the representative has nothing to speed up when done).
+  double singleFlowEnd(int r, const Summary::Send& s, size_t g, double port) const {
+    const hocclLinkClass_t cls = t_.linkClass(r, s.peer);
+    const int img = rs_.rankImage[s.peer];
+    auto share = [](double cap, double users) { return cap / std::max(users, 1.0); };
+    double rate = std::min(m_.beta[cls], share(port, 1.0));
+    rate = std::min(rate, share(port, recvs_[rs_.repIndex[img]].at(g)));
+    if (cls >= hocclLinkIntraSwitch) {
+      const int hs = t_.hostOf[r], hd = rs_.hostImage[t_.hostOf[s.peer]];
+      rate = std::min({rate, share(m_.nic, nicOut_[hs].at(g)), share(m_.nic, nicIn_[hd].at(g))});
+    }
+    if (cls == hocclLinkInterSwitch) {
+      const int ss = t_.switchOf[r], sd = rs_.switchImage[t_.switchOf[s.peer]];
+      rate = std::min({rate, share(m_.spine, upOut_[ss].at(g)), share(m_.spine, upIn_[sd].at(g))});
+    }
+    return m_.alpha[cls] + s.bytes / rate;
   }
 
   // When the last of the step's flows ends.

@@ -8,8 +8,14 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -106,10 +112,74 @@ double busFactor(sched::Coll coll, int n) {
 namespace {
 
 struct PredictOptions {
-  std::string shape = "2x2x2", topoFile, modelFile, coll = "allreduce", sizes = "8:1G";
+  std::string shape = "2x2x2", topoFile, modelFile, coll = "allreduce", sizes = "8:1G", png;
   int ranksPerHost = 1;
   bool json = false;
 };
+
+// One predicted point of `predict`.
+struct Point {
+  size_t bytes;
+  std::string algorithm;
+  double busbw;
+};
+
+// "1K", "64M": the size axis' labels.
+std::string sizeLabel(size_t bytes) {
+  const char* units[] = {"", "K", "M", "G", "T"};
+  int u = 0;
+  double v = static_cast<double>(bytes);
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  return fmt::format("{:g}{}", v, units[u]);
+}
+
+// --png: bus bandwidth against size, one curve per algorithm, drawn by gnuplot (the plotting tool the project
+// already installs, tools/install-deps, and hoccl-paro uses) from a temporary script with inline data.
+void writePng(const std::vector<Point>& points, const std::string& title, const std::string& path) {
+  std::vector<std::string> algorithms;
+  for (const Point& p : points)
+    if (std::find(algorithms.begin(), algorithms.end(), p.algorithm) == algorithms.end())
+      algorithms.push_back(p.algorithm);
+  if (algorithms.empty()) throw std::runtime_error("--png: no prediction to draw (is the size range empty?)");
+  if (path.find_first_of("'\\\n") != std::string::npos)
+    throw std::runtime_error("--png: the file name may not contain quotes, backslashes or newlines");
+  std::string script = fmt::format(
+      "set terminal pngcairo size 900,560 font ',10'\nset output '{}'\nset title \"{}\" noenhanced\n"
+      "set logscale x 2\nset xlabel 'size (bytes)'\nset ylabel 'predicted bus bandwidth (GB/s)'\n"
+      "set key top left noenhanced\nset grid\nset yrange [0:*]\nset xtics (",
+      path, title);
+  size_t lo = points.front().bytes, hi = lo;
+  for (const Point& p : points) lo = std::min(lo, p.bytes), hi = std::max(hi, p.bytes);
+  size_t step = 1;  // at most about 12 labels
+  for (size_t s = lo; s <= hi && s > 0; s *= 2) ++step;
+  step = std::max<size_t>(1, (step + 11) / 12);
+  size_t i = 0;
+  for (size_t s = lo; s <= hi && s > 0; s *= 2, ++i)
+    if (i % step == 0) script += fmt::format("{}'{}' {}", i ? ", " : "", sizeLabel(s), s);
+  script += ")\n";
+  for (size_t a = 0; a < algorithms.size(); ++a) {
+    script += fmt::format("$D{} << EOD\n", a);
+    for (const Point& p : points)
+      if (p.algorithm == algorithms[a]) script += fmt::format("{} {:.9g}\n", p.bytes, p.busbw);
+    script += "EOD\n";
+  }
+  script += "plot ";
+  for (size_t a = 0; a < algorithms.size(); ++a)
+    script += fmt::format("{}$D{} using 1:2 with linespoints lw 2 title '{}'", a ? ", " : "", a, algorithms[a]);
+  script += "\n";
+  char tmpl[] = "/tmp/hoccl-model-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  if (fd < 0) throw std::runtime_error("--png: cannot create a temporary file in /tmp");
+  close(fd);
+  { std::ofstream(tmpl) << script; }
+  const int rc = std::system(fmt::format("gnuplot '{}'", tmpl).c_str());
+  std::remove(tmpl);
+  if (rc != 0)
+    throw std::runtime_error(
+        fmt::format("--png: gnuplot failed (exit status {}) writing '{}'; is gnuplot installed (tools/install-deps, or "
+                    "apt-get install gnuplot-nox) and the folder writable?",
+                    rc, path));
+}
 
 int predictCommand(const PredictOptions& o) {
   const topo::Topology t = offlineTopology(o.shape, o.topoFile, o.ranksPerHost);
@@ -117,6 +187,7 @@ int predictCommand(const PredictOptions& o) {
   const sched::Coll coll = parseColl(o.coll);
   const auto sizes = parseSizes(o.sizes);
   nlohmann::json out = nlohmann::json::array();
+  std::vector<Point> points;
   if (!o.json) {
     fmt::print("{} ranks, {} hosts, {} switches; model: {}\n", t.nranks, t.nhosts, t.nswitches, model.describe());
     fmt::print("{:>12} {:>10} {:>14} {:>12} {:>9}\n", "bytes", "algorithm", "time (us)", "busbw (GB/s)", "model (s)");
@@ -129,6 +200,7 @@ int predictCommand(const PredictOptions& o) {
       topo::Prediction p = algo::predict(*a, args, t, 4, model);
       double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       double busbw = p.seconds > 0 ? static_cast<double>(bytes) * busFactor(coll, t.nranks) / p.seconds / 1e9 : 0;
+      points.push_back({bytes, a->name, busbw});
       if (o.json)
         out.push_back({{"bytes", bytes},
                        {"algorithm", a->name},
@@ -148,6 +220,13 @@ int predictCommand(const PredictOptions& o) {
                                       {"model", nlohmann::json::parse(model.toJson("used"))},
                                       {"predictions", out}}
                            .dump(2));
+  if (!o.png.empty()) {
+    writePng(points,
+             fmt::format("hoccl-model predict: {} on {} ranks ({} hosts, {} switches)", o.coll, t.nranks, t.nhosts,
+                         t.nswitches),
+             o.png);
+    if (!o.json) fmt::print("wrote {}\n", o.png);
+  }
   return 0;
 }
 
@@ -171,6 +250,7 @@ int main(int argc, char** argv) {
                    "allreduce (default), reducescatter, allgather, broadcast, reduce, alltoall");
   pred->add_option("--sizes", po.sizes, "bytes, or a range LO:HI doubling (default 8:1G)");
   pred->add_flag("--json", po.json, "print JSON");
+  pred->add_option("--png", po.png, "also draw bus bandwidth against size, one curve per algorithm, into this PNG");
 
   CalibrateOptions co;
   auto* cal = app.add_subcommand("calibrate",

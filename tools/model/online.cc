@@ -1,10 +1,11 @@
 // hoccl-model's online subcommands, run as every rank of a job (hoccl-run, tools/cluster/run, mpirun, Slurm):
 //   calibrate  rank 0 probes one peer per link class (the first rank that is intra-host, intra-switch and
 //              inter-switch from it): an 8-byte hocclSend/hocclRecv ping-pong gives the latency (half the median
-//              round trip), 1 MiB and 8 MiB ping-pongs the bandwidth (the slope between them, so per-message costs cancel);
-//              memcpy of 64 MiB gives the local copy rate. The NIC and spine capacities are measured with all
-//              ranks of a host (switch) sending to the next host (switch) at once, as the algorithms load them.
-//              Classes without a peer keep the built-in values.
+//              round trip), 1 MiB and 8 MiB ping-pongs the bandwidth (the slope between their fastest round
+//              trips, so per-message costs cancel); memcpy of 64 MiB gives the local copy rate. Then the rates
+//              under load, with every rank sending at once as the algorithms' steps do: the intra-host rate per
+//              flow, the NIC per host, the spine uplink per switch (see calibrate()). Classes without a peer keep
+//              the built-in values.
 //   validate   runs the collective over a size range (the algorithm HOCCL_ALGO forces, or whatever the tuner
 //              picks) and prints the cost model's prediction against the slowest rank's mean time.
 #include <fmt/format.h>
@@ -20,6 +21,7 @@
 #include "algo/predict.h"
 #include "algo/registry.h"
 #include "algo/tuner.h"
+#include "base/params.h"
 #include "comm/communicator.h"
 #include "hoccl/hoccl.h"
 #include "tools/model/model_tool.h"
@@ -60,7 +62,10 @@ struct Job {
 
 // Median round trip of `reps` ping-pongs of `bytes` between rank 0 (initiator) and peer, after a warm-up (the
 // median, not the mean: one descheduled rank on a busy machine would otherwise dominate).
-double roundTrip(Job& job, int peer, size_t bytes, int reps) {
+// With `fastest`, the shortest round trip instead: for the bandwidth slope, where descheduling only ever adds time
+// and one slow sample among a few skews a median-based slope by a factor of two (run e of docs/model.md: 0.011 GB/s
+// measured on a 25 MB/s spine).
+double roundTrip(Job& job, int peer, size_t bytes, int reps, bool fastest = false) {
   std::vector<char> buf(std::max<size_t>(bytes, 1));
   auto once = [&] {
     if (job.rank == 0) {
@@ -78,23 +83,27 @@ double roundTrip(Job& job, int peer, size_t bytes, int reps) {
     once();
     times.push_back(since(start));
   }
+  if (fastest) return *std::min_element(times.begin(), times.end());
   std::nth_element(times.begin(), times.begin() + reps / 2, times.end());
   return times[reps / 2];
 }
 
-// Aggregate rate of every pair (src -> dst) sending at once: the slope between 1 MiB and 8 MiB of the slowest
-// rank's time (median of 3), times the number of pairs. Every rank takes part (barriers).
+// Aggregate rate of every pair (src -> dst) sending at once (one group, so that pairs in both directions between
+// the same ranks cannot block each other): the slope between 1 MiB and 8 MiB of the slowest rank's time (median of
+// 3), times the number of pairs. Every rank takes part (barriers).
 double concurrentRate(Job& job, const std::vector<std::pair<int, int>>& pairs) {
   auto timed = [&](size_t bytes) {
-    std::vector<char> buf(bytes);
+    std::vector<char> out(bytes), in(bytes);
     std::vector<double> times;
     for (int i = 0; i < 3; ++i) {
       job.barrier();
       auto start = Clock::now();
+      check(hocclGroupStart(), "group start");
       for (const auto& [src, dst] : pairs) {
-        if (job.rank == src) check(hocclSend(buf.data(), bytes, hocclUint8, dst, job.comm, nullptr), "probe send");
-        if (job.rank == dst) check(hocclRecv(buf.data(), bytes, hocclUint8, src, job.comm, nullptr), "probe receive");
+        if (job.rank == src) check(hocclSend(out.data(), bytes, hocclUint8, dst, job.comm, nullptr), "probe send");
+        if (job.rank == dst) check(hocclRecv(in.data(), bytes, hocclUint8, src, job.comm, nullptr), "probe receive");
       }
+      check(hocclGroupEnd(), "group end");
       times.push_back(job.maxOf(since(start)));
     }
     std::sort(times.begin(), times.end());
@@ -146,7 +155,7 @@ int calibrate(const CalibrateOptions& o) {
     if (job.rank == 0 || job.rank == peer) {
       lat = roundTrip(job, peer, 8, o.iterations) / 2;
       const size_t small = size_t{1} << 20, large = size_t{8} << 20;
-      double t1 = roundTrip(job, peer, small, 7) / 2, t2 = roundTrip(job, peer, large, 5) / 2;
+      double t1 = roundTrip(job, peer, small, 7, true) / 2, t2 = roundTrip(job, peer, large, 5, true) / 2;
       bw = t2 > t1 ? static_cast<double>(large - small) / (t2 - t1) : static_cast<double>(large) / t2;
     }
     if (job.rank == 0) {
@@ -158,31 +167,56 @@ int calibrate(const CalibrateOptions& o) {
                  bw / 1e9);
     }
   }
-  // Shared capacities with as many flows as the algorithms put on them: every rank of host 0 to the rank with the
-  // same local index on the next host of its switch (the NIC), every rank of switch 0 to its counterpart on
-  // switch 1 (the uplink).
+  // Rates under load: every link class again with every rank of the job sending at once, as every step of the
+  // ring and HO-Ring loads them (the model has no resource for what co-located flows share besides the NIC and
+  // the uplink: memory bandwidth inside a host, and on an emulated cluster the one machine's CPUs that carry every
+  // "host's" TCP stack). Intra-host: every rank to the next rank of its host; the per-flow rate replaces the
+  // lone pair's. NIC: every rank to the rank with its local index on the next host of its switch, all switches at
+  // once; the capacity per host is the aggregate over the sending hosts. Spine uplink: every rank to its
+  // counterpart on the next switch; the capacity per switch is the aggregate over the switches.
   m.nic = m.beta[hocclLinkIntraSwitch];
   m.spine = m.beta[hocclLinkInterSwitch];
   const auto hostRanks = members(t.hostOf, t.nhosts), switchRanks = members(t.switchOf, t.nswitches);
-  int nextHost = -1;
-  for (int r : switchRanks[t.switchOf[0]])
-    if (t.hostOf[r] != t.hostOf[0] && nextHost < 0) nextHost = t.hostOf[r];
-  if (nextHost >= 0) {
+  std::vector<std::vector<int>> hostsOfSwitch(t.nswitches);
+  for (int h = 0; h < t.nhosts; ++h) hostsOfSwitch[t.switchOf[hostRanks[h][0]]].push_back(h);
+  auto report = [&](const char* name, const std::string& what, size_t flows, double rate) {
+    source += fmt::format(" {} loaded ({} flows) {:.3f} GB/s;", name, flows, rate / 1e9);
+    if (job.rank == 0) fmt::print("{:>13}: {} ({} flows at once) {:8.3f} GB/s\n", name, what, flows, rate / 1e9);
+  };
+  {
     std::vector<std::pair<int, int>> pairs;
-    for (size_t i = 0; i < std::min(hostRanks[t.hostOf[0]].size(), hostRanks[nextHost].size()); ++i)
-      pairs.emplace_back(hostRanks[t.hostOf[0]][i], hostRanks[nextHost][i]);
-    m.nic = concurrentRate(job, pairs);
-    source += fmt::format(" NIC ({} flows) {:.3f} GB/s;", pairs.size(), m.nic / 1e9);
-    if (job.rank == 0) fmt::print("{:>13}: {} flows host to host {:8.3f} GB/s\n", "NIC", pairs.size(), m.nic / 1e9);
+    for (const auto& ranks : hostRanks)
+      if (ranks.size() > 1)
+        for (size_t i = 0; i < ranks.size(); ++i) pairs.emplace_back(ranks[i], ranks[(i + 1) % ranks.size()]);
+    if (!pairs.empty()) {
+      m.beta[hocclLinkIntraHost] = concurrentRate(job, pairs) / static_cast<double>(pairs.size());
+      report("intra-host", "per flow, every rank to the next of its host", pairs.size(), m.beta[hocclLinkIntraHost]);
+    }
+  }
+  {
+    std::vector<std::pair<int, int>> pairs;
+    int sendingHosts = 0;
+    for (const auto& hosts : hostsOfSwitch) {
+      if (hosts.size() < 2) continue;
+      for (size_t i = 0; i < hosts.size(); ++i) {
+        const auto &a = hostRanks[hosts[i]], &b = hostRanks[hosts[(i + 1) % hosts.size()]];
+        for (size_t j = 0; j < std::min(a.size(), b.size()); ++j) pairs.emplace_back(a[j], b[j]);
+        ++sendingHosts;
+      }
+    }
+    if (!pairs.empty()) {
+      m.nic = concurrentRate(job, pairs) / sendingHosts;
+      report("NIC", "per host, every host to the next of its switch", pairs.size(), m.nic);
+    }
   }
   if (t.nswitches > 1) {
     std::vector<std::pair<int, int>> pairs;
-    for (size_t i = 0; i < std::min(switchRanks[0].size(), switchRanks[1].size()); ++i)
-      pairs.emplace_back(switchRanks[0][i], switchRanks[1][i]);
-    m.spine = concurrentRate(job, pairs);
-    source += fmt::format(" spine uplink ({} flows) {:.3f} GB/s;", pairs.size(), m.spine / 1e9);
-    if (job.rank == 0)
-      fmt::print("{:>13}: {} flows switch to switch {:8.3f} GB/s\n", "spine", pairs.size(), m.spine / 1e9);
+    for (int s = 0; s < t.nswitches; ++s) {
+      const auto &a = switchRanks[s], &b = switchRanks[(s + 1) % t.nswitches];
+      for (size_t j = 0; j < std::min(a.size(), b.size()); ++j) pairs.emplace_back(a[j], b[j]);
+    }
+    m.spine = concurrentRate(job, pairs) / t.nswitches;
+    report("spine", "per switch uplink, every switch to the next", pairs.size(), m.spine);
   }
   job.barrier();
   if (job.rank == 0) {
@@ -209,6 +243,15 @@ int validate(const ValidateOptions& o) {
     fmt::print("{} ranks, {} hosts, {} switches; {}; model: {}\n{:>12} {:>10} {:>14} {:>14} {:>8}\n", t.nranks,
                t.nhosts, t.nswitches, forced ? fmt::format("HOCCL_ALGO={}", forced) : std::string("tuner's choice"),
                model.describe(), "bytes", "algorithm", "predicted us", "measured us", "error");
+  // The mismatch check (src/comm/call_check.h) adds an exchange before every checked call (by default the first 16
+  // of a communicator and every call from 1 MiB); the prediction is the collective alone.
+  const int64_t checkMode = params::CHECK_MISMATCH.get();
+  if (job.rank == 0 && checkMode != 0 && !o.json)
+    fmt::print(
+        "note: HOCCL_CHECK_MISMATCH={} adds its fingerprint exchange to the measured calls (by default from 1 MiB "
+        "and the first 16 calls), which the prediction leaves out; HOCCL_CHECK_MISMATCH=0 measures the collective "
+        "alone\n",
+        checkMode);
   double worst = 0;
   for (size_t bytes : parseSizes(o.sizes)) {
     sched::CollArgs args{coll, job.rank, t.nranks, countFor(coll, bytes, t.nranks), 0, 0};
@@ -269,6 +312,7 @@ int validate(const ValidateOptions& o) {
       fmt::print("{}\n", nlohmann::json{{"ranks", t.nranks},
                                         {"collective", o.coll},
                                         {"forced", forced ? forced : ""},
+                                        {"mismatch_check", checkMode},
                                         {"worst_error_from_1MiB", worst},
                                         {"rows", rows}}
                              .dump(2));

@@ -31,6 +31,27 @@ python3 -c "import sys; sys.exit(0 if $slow > 5 * $fast else 1)" || fail "model 
 echo '{"latency_us": {"intra-host": -1}}' >"$TMP/bad.json"
 "$TOOL" predict --model "$TMP/bad.json" 2>"$TMP/err" && fail "a negative latency was accepted"
 grep -q "positive number" "$TMP/err" || fail "bad model message: $(cat "$TMP/err")"
+# --png: a valid PNG (signature, IHDR chunk with its CRC, IEND) of the stated size, with more than one colour.
+"$TOOL" predict --shape 2x2x2 --sizes 1K:64M --png "$TMP/p.png" >/dev/null
+python3 - "$TMP/p.png" <<'PY'
+import struct, sys, zlib
+d = open(sys.argv[1], "rb").read()
+assert d[:8] == b"\x89PNG\r\n\x1a\n", d[:8]
+pos, chunks = 8, []
+while pos < len(d):
+    n, = struct.unpack(">I", d[pos:pos + 4]); kind = d[pos + 4:pos + 8]; body = d[pos + 8:pos + 8 + n]
+    crc, = struct.unpack(">I", d[pos + 8 + n:pos + 12 + n])
+    assert zlib.crc32(kind + body) == crc, kind
+    chunks.append((kind, body)); pos += 12 + n
+assert chunks[0][0] == b"IHDR" and chunks[-1][0] == b"IEND", [c[0] for c in chunks]
+w, h = struct.unpack(">II", chunks[0][1][:8])
+assert (w, h) == (900, 560), (w, h)
+raw = zlib.decompress(b"".join(b for k, b in chunks if k == b"IDAT"))
+assert len(set(raw)) > 8, "a blank picture"
+PY
+"$TOOL" predict --shape 2x2x2 --sizes 1M --png "$TMP/no/such/dir/p.png" >/dev/null 2>"$TMP/err" &&
+  fail "--png into a missing folder succeeded"
+grep -q "gnuplot failed" "$TMP/err" || fail "--png error: $(cat "$TMP/err")"
 "$TOOL" predict --sizes 5X 2>"$TMP/err" && fail "a bad size was accepted"
 grep -q "bad size" "$TMP/err" || fail "bad size message: $(cat "$TMP/err")"
 
