@@ -6,15 +6,22 @@
 //  - a peer that never makes the call is named when the lazy connect gives up;
 //  - 128 ranks (threads of this process) pass every collective on small counts over tcp and over shm (256 runs in
 //    tools/bench/scale; all-to-all is left out here: 127 peers x 128 ranks of tcp sockets in one process).
+//  - HOCCL_MAX_CONNS=2 or 3: calls that touch many peers (send/recv between random pairs, ring all-reduces, an
+//    all-to-all) stay correct while a rank holds few connections and the process few descriptors.
 // A peer that dies before a lazy connect is tests/mp/mp_failures.cc's case "lazy".
 #include <catch2/catch.hpp>
 
+#include <dirent.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <numeric>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -253,4 +260,127 @@ TEST_CASE("lazy: a peer that never makes the call is named when the connect give
   CHECK(err == "");
   CHECK(code == hocclTimeout);  // a silent (not dead) peer: the wait ran out, as in every other wait
   CHECK(message.find("made no progress for 1 s, waiting for rank 1 (host") != std::string::npos);
+}
+
+namespace {
+
+// Open descriptors of this process.
+int openFds() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d)) ++n;
+    closedir(d);
+  }
+  return n - 3;  // ".", ".." and the directory's own descriptor
+}
+
+// Round k of the random pairing: ranks shuffled with seed k, neighbours in the shuffle paired (n even).
+int partnerOf(int r, int n, int k) {
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937 rng(1000 + k);
+  std::shuffle(order.begin(), order.end(), rng);
+  const int at = static_cast<int>(std::find(order.begin(), order.end(), r) - order.begin());
+  return order[at ^ 1];
+}
+
+// Rank r's random values for call k (any rank can compute any rank's: the reference needs them).
+std::vector<float> valuesOf(int r, int k, size_t count) {
+  std::mt19937 rng(static_cast<unsigned>(r * 7919 + k));
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(count);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("HOCCL_MAX_CONNS: idle tcp connections are closed past the limit and connected again on use", "[scale]") {
+  const int limit = GENERATE(2, 3);
+  ScopedEnv env({{"HOCCL_SHM_DISABLE", "1"},
+                 {"HOCCL_CONNECT", "lazy"},
+                 {"HOCCL_ALGO", "ring"},
+                 {"HOCCL_TCP_CONNS", "1"},
+                 {"HOCCL_TIMEOUT", "60"},
+                 {"HOCCL_MAX_CONNS", std::to_string(limit)}});
+  const int n = 10, rounds = 40;
+  // A rank's calls need at most 2 peers (a ring, or a send/recv pair: its partner twice), so a rank holds at most
+  // max(limit, 2) connections that are not closing, plus those whose close it asked for and that are still unanswered
+  // (at most the ones it asked for at its last two call starts, 2 each: one call's peers pushed over the limit).
+  const int bound = std::max(limit, 2) + 2;
+  std::atomic<int> ready{0}, baseFds{0}, maxFds{0}, finished{0};
+  std::vector<int> maxPeers(n, 0), touched(n, 0);
+  std::string err = job(n, [&](int r, hocclComm_t comm) {
+    if (++ready == n) baseFds = openFds();  // every rank's bootstrap and listener are open, no peer connected
+    while (baseFds.load() == 0) std::this_thread::yield();
+    std::vector<bool> seen(n, false);
+    auto note = [&](const std::string& what) {
+      const int peers = connectedPeers(comm);
+      maxPeers[r] = std::max(maxPeers[r], peers);
+      expect(peers <= bound,
+             fmt::format("{}: {} peers connected, more than {} (HOCCL_MAX_CONNS={})", what, peers, bound, limit));
+      int fds = openFds(), seenMax = maxFds.load();
+      while (fds > seenMax && !maxFds.compare_exchange_weak(seenMax, fds)) {
+      }
+    };
+    for (int k = 0; k < rounds; ++k) {
+      if (k % 2 == 0) {  // send/recv with a random partner, an odd count (0 on some rounds)
+        const int peer = partnerOf(r, n, k);
+        seen[static_cast<size_t>(peer)] = true;
+        const size_t count = k % 6 == 4 ? 0 : 101 + 2 * k;
+        std::vector<float> out = valuesOf(r, k, count), in(count, -9.0f);
+        CALL(hocclGroupStart());
+        CALL(hocclSend(out.data(), count, hocclFloat32, peer, comm, nullptr));
+        CALL(hocclRecv(in.data(), count, hocclFloat32, peer, comm, nullptr));
+        CALL(hocclGroupEnd());
+        expect(in == valuesOf(peer, k, count), fmt::format("round {}: wrong data from rank {}", k, peer));
+        note(fmt::format("round {} (send/recv with rank {})", k, peer));
+      } else {  // a ring all-reduce (in place on some rounds), against a double-precision reference
+        seen[static_cast<size_t>((r + 1) % n)] = seen[static_cast<size_t>((r + n - 1) % n)] = true;
+        const size_t count = 37 + 10 * k;
+        std::vector<float> in = valuesOf(r, k, count), out(count);
+        float* dst = k % 4 == 1 ? in.data() : out.data();
+        CALL(hocclAllReduce(in.data(), dst, count, hocclFloat32, hocclSum, comm, nullptr));
+        std::vector<double> want(count, 0.0);
+        for (int q = 0; q < n; ++q) {
+          std::vector<float> v = valuesOf(q, k, count);
+          for (size_t e = 0; e < count; ++e) want[e] += v[e];
+        }
+        for (size_t e = 0; e < count; ++e)
+          expect(std::abs(dst[e] - want[e]) <= 1e-5 * n,
+                 fmt::format("round {}: all-reduce element {} is {}, the reference {}", k, e, dst[e], want[e]));
+        note(fmt::format("round {} (ring all-reduce)", k));
+      }
+    }
+    touched[r] = static_cast<int>(std::count(seen.begin(), seen.end(), true));
+    ++finished;  // the descriptor count above must not see the all-to-all's connections of faster ranks
+    while (finished.load() < n) std::this_thread::yield();
+    // A call that needs every peer at once still works (the limit yields to the call), and later calls shrink back.
+    std::vector<int> a2aOut(3 * n), a2aIn(3 * n, -1);
+    for (int j = 0; j < 3 * n; ++j) a2aOut[j] = r * 1000 + j;
+    CALL(hocclAlltoAll(a2aOut.data(), a2aIn.data(), 3, hocclInt32, comm, nullptr));
+    for (int j = 0; j < n; ++j)
+      for (int e = 0; e < 3; ++e)
+        expect(a2aIn[j * 3 + e] == j * 1000 + r * 3 + e, fmt::format("all-to-all: block {} element {}", j, e));
+    for (int k = 0; k < 4; ++k) {
+      float x = 1.0f;
+      CALL(hocclAllReduce(&x, &x, 1, hocclFloat32, hocclSum, comm, nullptr));
+      expect(x == n, "all-reduce after the all-to-all");
+    }
+    expect(connectedPeers(comm) <= bound,
+           fmt::format("{} peers still connected 4 calls after an all-to-all (limit {})", connectedPeers(comm), limit));
+  });
+  INFO("HOCCL_MAX_CONNS=" << limit);
+  REQUIRE(err == "");
+  int most = 0, fewestTouched = n;
+  for (int r = 0; r < n; ++r) {
+    most = std::max(most, maxPeers[r]);
+    fewestTouched = std::min(fewestTouched, touched[r]);
+  }
+  INFO("most peers held " << most << ", fewest peers touched " << fewestTouched);
+  CHECK(fewestTouched > bound);  // so the bound held only because connections were closed
+  CHECK(most < fewestTouched);
+  // Descriptors (before the all-to-all): one socket per connected peer (HOCCL_TCP_CONNS=1) over the baseline.
+  INFO("descriptors over the baseline at most " << maxFds.load() - baseFds.load());
+  CHECK(maxFds.load() - baseFds.load() <= n * bound);
 }
