@@ -329,11 +329,14 @@ TEST_CASE("HOCCL_MAX_CONNS: idle tcp connections are closed past the limit and c
         seen[static_cast<size_t>(peer)] = true;
         const size_t count = k % 6 == 4 ? 0 : 101 + 2 * k;
         std::vector<float> out = valuesOf(r, k, count), in(count, -9.0f);
+        // Every other such round is one-way (the lower rank only sends): a sender then runs ahead of its peer, so
+        // a close request meets messages in flight, which the handshake must refuse.
+        const bool oneWay = k % 4 == 2, sends = !oneWay || r < peer, receives = !oneWay || r > peer;
         CALL(hocclGroupStart());
-        CALL(hocclSend(out.data(), count, hocclFloat32, peer, comm, nullptr));
-        CALL(hocclRecv(in.data(), count, hocclFloat32, peer, comm, nullptr));
+        if (sends) CALL(hocclSend(out.data(), count, hocclFloat32, peer, comm, nullptr));
+        if (receives) CALL(hocclRecv(in.data(), count, hocclFloat32, peer, comm, nullptr));
         CALL(hocclGroupEnd());
-        expect(in == valuesOf(peer, k, count), fmt::format("round {}: wrong data from rank {}", k, peer));
+        if (receives) expect(in == valuesOf(peer, k, count), fmt::format("round {}: wrong data from rank {}", k, peer));
         note(fmt::format("round {} (send/recv with rank {})", k, peer));
       } else {  // a ring all-reduce (in place on some rounds), against a double-precision reference
         seen[static_cast<size_t>((r + 1) % n)] = seen[static_cast<size_t>((r + n - 1) % n)] = true;
@@ -383,4 +386,59 @@ TEST_CASE("HOCCL_MAX_CONNS: idle tcp connections are closed past the limit and c
   // Descriptors (before the all-to-all): one socket per connected peer (HOCCL_TCP_CONNS=1) over the baseline.
   INFO("descriptors over the baseline at most " << maxFds.load() - baseFds.load());
   CHECK(maxFds.load() - baseFds.load() <= n * bound);
+}
+
+TEST_CASE("HOCCL_MAX_CONNS: a close request that meets a message in flight is refused, the message arrives",
+          "[scale]") {
+  // Rank 1 sends to rank 0 (one-way) and then reads rank 0's close request, sent before rank 0 received that message:
+  // the two sides are out of step, so rank 1 must refuse (a rank that closed here would lose the message or leave
+  // rank 0 with an answer it cannot match). The order is forced with flags between the thread ranks.
+  ScopedEnv env({{"HOCCL_SHM_DISABLE", "1"},
+                 {"HOCCL_CONNECT", "lazy"},
+                 {"HOCCL_TCP_CONNS", "1"},
+                 {"HOCCL_TIMEOUT", "30"},
+                 {"HOCCL_MAX_CONNS", "1"}});
+  std::atomic<int> stage{0};
+  auto waitStage = [&](int s) {
+    while (stage.load() < s) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  auto exchange = [](hocclComm_t comm, int r, int peer, int k) {
+    std::vector<float> out = valuesOf(r, k, 33), in(33, -9.0f);
+    CALL(hocclGroupStart());
+    CALL(hocclSend(out.data(), out.size(), hocclFloat32, peer, comm, nullptr));
+    CALL(hocclRecv(in.data(), in.size(), hocclFloat32, peer, comm, nullptr));
+    CALL(hocclGroupEnd());
+    expect(in == valuesOf(peer, k, 33), fmt::format("exchange {}: wrong data from rank {}", k, peer));
+  };
+  std::string err = job(4, [&](int r, hocclComm_t comm) {
+    std::vector<float> oneWay = valuesOf(1, 2, 65), got(65, -9.0f);
+    switch (r) {
+      case 0:
+        exchange(comm, 0, 1, 1);
+        waitStage(1);             // rank 1's one-way message is on its way
+        exchange(comm, 0, 2, 2);  // over the limit: asks rank 1 to close (it has not received the message yet)
+        stage = 2;
+        CALL(hocclRecv(got.data(), got.size(), hocclFloat32, 1, comm, nullptr));
+        expect(got == oneWay, "the one-way message from rank 1");
+        exchange(comm, 0, 1, 4);
+        break;
+      case 1:
+        exchange(comm, 1, 0, 1);
+        CALL(hocclSend(oneWay.data(), oneWay.size(), hocclFloat32, 0, comm, nullptr));
+        stage = 1;
+        waitStage(2);
+        exchange(comm, 1, 3, 3);  // reads rank 0's request here: must refuse it
+        exchange(comm, 1, 0, 4);
+        break;
+      case 2:
+        exchange(comm, 2, 3, 1);
+        exchange(comm, 2, 0, 2);
+        break;
+      case 3:
+        exchange(comm, 3, 2, 1);
+        exchange(comm, 3, 1, 3);
+        break;
+    }
+  });
+  CHECK(err == "");
 }
