@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -491,4 +492,65 @@ TEST_CASE("HOCCL_MAX_CONNS: a close request that meets a message in flight is re
     }
   });
   CHECK(err == "");
+}
+
+TEST_CASE("HOCCL_MAX_CONNS: a peer that dies while its close is asked for is named on every rank, no hang", "[scale]") {
+  // Processes: rank 0 asks rank 1 to close their idle connection; rank 1 exits without answering. Rank 0's next
+  // call with rank 1 and rank 2's all-reduce must fail with hocclRemoteError naming rank 1, well before the timeout.
+  ScopedEnv env({{"HOCCL_SHM_DISABLE", "1"},
+                 {"HOCCL_CONNECT", "lazy"},
+                 {"HOCCL_TCP_CONNS", "1"},
+                 {"HOCCL_TIMEOUT", "30"},
+                 {"HOCCL_MAX_CONNS", "1"}});
+  hocclUniqueId id;
+  REQUIRE(hocclGetUniqueId(&id) == hocclSuccess);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> results = hoccl::test::runProcesses(
+      3,
+      [&](int r) -> std::string {
+        hocclComm_t comm = nullptr;
+        if (hocclCommInitRank(&comm, 3, id, r) != hocclSuccess) return "init failed";
+        auto exchange = [&](int peer) {
+          int out = r, in = -1;
+          hocclGroupStart();
+          hocclSend(&out, 1, hocclInt32, peer, comm, nullptr);
+          hocclRecv(&in, 1, hocclInt32, peer, comm, nullptr);
+          hocclResult_t rc = hocclGroupEnd();
+          if (rc == hocclSuccess && in != peer) return std::string("wrong data");
+          return rc == hocclSuccess ? std::string()
+                                    : fmt::format("code {}: {}", static_cast<int>(rc), hocclGetLastError(nullptr));
+        };
+        std::string text;
+        if (r == 1) {
+          text = exchange(0);
+          std::this_thread::sleep_for(std::chrono::milliseconds(800));  // rank 0's close request arrives meanwhile
+          std::fflush(stdout);
+          _exit(text.empty() ? 0 : 1);
+        }
+        if (r == 0) {
+          text = exchange(1);
+          if (!text.empty()) return "first exchange: " + text;
+          text = exchange(2);  // over the limit of 1: asks rank 1 to close
+          if (!text.empty()) return "second exchange: " + text;
+          std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // rank 1 is gone by now
+          text = exchange(1);
+        } else {
+          text = exchange(0);
+          if (!text.empty()) return "exchange: " + text;
+          float x = 1;
+          hocclResult_t rc = hocclAllReduce(&x, &x, 1, hocclFloat32, hocclSum, comm, nullptr);
+          text = rc == hocclSuccess ? std::string()
+                                    : fmt::format("code {}: {}", static_cast<int>(rc), hocclGetLastError(nullptr));
+        }
+        hocclCommAbort(comm);
+        return text.empty() ? std::string("the call with the dead rank 1 succeeded") : text;
+      },
+      std::chrono::seconds(60));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(hoccl::test::allErrors(results));
+  for (int r : {0, 2}) {
+    CHECK(results[r].find(fmt::format("code {}", static_cast<int>(hocclRemoteError))) != std::string::npos);
+    CHECK(results[r].find("rank 1") != std::string::npos);
+  }
+  CHECK(seconds < 25);  // named, not timed out (HOCCL_TIMEOUT=30)
 }
