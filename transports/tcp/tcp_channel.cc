@@ -87,7 +87,7 @@ bool TcpChannel::progressSends() {
       int parts = 0;
       if (s.lengthDone < sizeof(s.length))
         iov[parts++] = {reinterpret_cast<char*>(&s.length) + s.lengthDone, sizeof(s.length) - s.lengthDone};
-      iov[parts++] = {s.base + s.offset + s.done, s.bytes - s.done};
+      if (s.bytes > s.done) iov[parts++] = {s.base + s.offset + s.done, s.bytes - s.done};  // none: a control word
       msghdr mh{};
       mh.msg_iov = iov;
       mh.msg_iovlen = static_cast<size_t>(parts);
