@@ -65,6 +65,8 @@ class Communicator {
   /// its list (the peers of one call's schedules are symmetric). Nothing to do in eager mode (HOCCL_CONNECT=eager),
   /// where every peer was connected at init. Throws hocclRemoteError naming a peer that died or stayed silent.
   void connect(const std::vector<int>& peers);
+  /// Whether this rank asked peer to close their idle connection and has no answer yet (HOCCL_MAX_CONNS).
+  bool closing(int peer) const { return closing_[static_cast<size_t>(peer)] != 0; }
   /// HOCCL_MAX_CONNS (comm/conn_limit.cc), called by the executor: a run starts using `peers` (each once): they
   /// are kept open until endRun(); answers the peers' close handshakes on idle channels, and when more closable
   /// peers than the limit would be connected, asks idle ones to close, least recently used first. Lazy mode only.
