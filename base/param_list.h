@@ -76,6 +76,11 @@
          "When a rank connects to its peers: lazy = the first time a call needs the peer (a ring touches 2), eager = " \
          "every peer at init. Every rank of a job must use the same. Transports that cannot connect lazily (ucx, ib) " \
          "connect at init either way")                                                                                 \
+  INT(MAX_CONNS, 0, 0, 1 << 20,                                                                                        \
+      "With lazy connections: the most peers a rank keeps connected over a transport that can close idle connections " \
+      "(tcp); past it, connections no call in flight uses are closed, least recently used first, through a "         \
+      "handshake with the peer, and reconnected on their next use. 0 = no limit. Shared memory connections are not "  \
+      "counted. Use the same value on every rank")                                                                     \
   /* RDMA verbs transport (transports/ibverbs) */                                                                      \
   INT(IB_DISABLE, 0, 0, 1,                                                                                             \
       "1 turns the ibverbs (RDMA) transport off; without it, or without a usable RDMA device, peers on other hosts "   \

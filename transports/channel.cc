@@ -16,6 +16,8 @@ void Channel::waitForActivity(int timeoutMicros) {
   if (timeoutMicros > 0) std::this_thread::sleep_for(std::chrono::microseconds(timeoutMicros));
 }
 
+Channel::Link Channel::serviceClose(bool, bool) { return Link::Open; }
+
 std::vector<std::unique_ptr<Shortcut>> Transport::shortcuts(const ShortcutContext&, bool) { return {}; }
 
 void Transport::prepare(const ConnectContext&, const std::vector<int>&) {}

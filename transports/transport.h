@@ -46,6 +46,25 @@ class Channel {
   /// Blocks up to timeoutMicros for activity on this channel (data or space). May return early; the default just
   /// sleeps. Used by the executor after spinning and yielding found nothing to do.
   virtual void waitForActivity(int timeoutMicros);
+
+  /// Closing an idle connection (HOCCL_MAX_CONNS; the handshake of transports/tcp/tcp_close.cc).
+  enum class Link {
+    Open,     ///< usable
+    Closing,  ///< this side asked the peer to close; nothing may be posted until the answer
+    Closed,   ///< both sides agreed: the channel must be destroyed (and connected again before its next use)
+  };
+  /// Whether this channel takes part in the close handshake (the default: no, it is never closed before the end).
+  virtual bool closable() const { return false; }
+  /// Asks the peer to close this idle channel (nothing pending, no call in flight uses it). Returns false (nothing
+  /// sent) when the channel cannot ask now (not closable, an earlier request unanswered, not idle).
+  virtual bool requestClose() { return false; }
+  /// Reads and answers the handshake's messages without blocking, when nothing is pending (else does nothing).
+  /// `inUse`: a call in flight will use the channel (a peer's request is then refused). `needed`: the caller waits
+  /// for a Closing channel to settle, so a peer that left without answering throws hocclRemoteError naming it (when
+  /// not needed, that is left for the next use to find). Returns the state after it.
+  virtual Link serviceClose(bool inUse, bool needed);
+  /// The state of the handshake.
+  virtual Link link() const { return Link::Open; }
 };
 
 /// What a transport knows about the job when it connects.
@@ -82,6 +101,8 @@ class Transport {
   /// Whether this transport connects lazily (HOCCL_CONNECT=lazy): prepare() at init, then connectPeers() the first
   /// time a call needs a peer. Default false: the communicator connects its peers at init with connect().
   virtual bool connectsLazily() const { return false; }
+  /// Whether this transport's channels can be closed while idle and connected again (HOCCL_MAX_CONNS counts them).
+  virtual bool closesIdle() const { return false; }
   /// Lazy connections, at init: publishes what a peer needs to connect to this rank later (e.g. a listener's
   /// address) for `peers` (those this transport was chosen for). Collective like connect(). Default: nothing.
   virtual void prepare(const ConnectContext& ctx, const std::vector<int>& peers);

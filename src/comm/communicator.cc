@@ -98,6 +98,7 @@ Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::
     throwInvalidArgument(fmt::format("HOCCL_CONNECT={}: expected lazy or eager", mode));
   lazy_ = mode == "lazy";
   channels_.resize(static_cast<size_t>(nranks));
+  closing_.assign(static_cast<size_t>(nranks), 0);  // HOCCL_MAX_CONNS (comm/conn_limit.cc)
   transportIndexOf_.assign(static_cast<size_t>(nranks), -1);
   for (size_t t = 0; t < transports_.size(); ++t) {
     for (int p : peersOf[t]) transportIndexOf_[static_cast<size_t>(p)] = static_cast<int>(t);
@@ -162,6 +163,7 @@ void Communicator::noChannel(int peer) const {
 }
 
 void Communicator::connect(const std::vector<int>& peers) {
+  waitForCloses(peers);  // a peer whose close was asked for (HOCCL_MAX_CONNS): settled, maybe dropped
   std::vector<std::vector<int>> byTransport(transports_.size());
   bool any = false;
   for (int p : peers) {
@@ -179,9 +181,10 @@ void Communicator::connect(const std::vector<int>& peers) {
     std::vector<int>& list = byTransport[t];
     if (list.empty()) continue;
     std::sort(list.begin(), list.end());
-    auto channels = transports_[t]->connectPeers(connectCtx_, list);
+    auto channels = connectAnswering(t, list);
     for (auto& [peer, ch] : channels) {
       if (channels_[static_cast<size_t>(peer)]) continue;
+      if (ch->closable()) closable_.push_back(peer);
       channels_[static_cast<size_t>(peer)] = std::move(ch);
       ++connectedCount_;
     }

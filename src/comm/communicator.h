@@ -58,13 +58,27 @@ class Communicator {
     if (!ch) noChannel(peer);
     return *ch;
   }
-  /// Whether a channel to peer exists.
-  bool connected(int peer) const { return channels_[static_cast<size_t>(peer)] != nullptr; }
+  /// Whether a usable channel to peer exists (not one whose close was asked for: HOCCL_MAX_CONNS).
+  bool connected(int peer) const {
+    return channels_[static_cast<size_t>(peer)] != nullptr && !closing_[static_cast<size_t>(peer)];
+  }
   /// Connects to every peer of `peers` not connected yet (duplicates and this rank are skipped), each through the
   /// transport chosen for it at init. Not collective: every listed peer must make the same call with this rank in
   /// its list (the peers of one call's schedules are symmetric). Nothing to do in eager mode (HOCCL_CONNECT=eager),
   /// where every peer was connected at init. Throws hocclRemoteError naming a peer that died or stayed silent.
   void connect(const std::vector<int>& peers);
+  /// Whether this rank asked peer to close their idle connection and has no answer yet (HOCCL_MAX_CONNS).
+  bool closing(int peer) const { return closing_[static_cast<size_t>(peer)] != 0; }
+  /// HOCCL_MAX_CONNS (comm/conn_limit.cc), called by the executor: a run starts using `peers` (each once): they
+  /// are kept open until endRun(); answers the peers' close handshakes on idle channels, and when more closable
+  /// peers than the limit would be connected, asks idle ones to close, least recently used first. Lazy mode only.
+  void beginRun(const std::vector<int>& peers);
+  /// The run that began with beginRun(peers) is over.
+  void endRun(const std::vector<int>& peers);
+  /// Moves the close handshakes of idle channels forward without blocking and drops the channels both sides agreed
+  /// to close. Returns true while a peer of `waitFor` is still closing (its connection cannot be used yet). Throws
+  /// hocclRemoteError naming a peer of a run in flight (or of waitFor) that left without answering.
+  bool serviceIdle(const std::vector<int>& waitFor = {});
   /// True when peers are connected on first use (HOCCL_CONNECT=lazy, the default).
   bool lazy() const { return lazy_; }
   /// Number of peers with a channel now.
@@ -136,6 +150,17 @@ class Communicator {
   std::vector<int> transportIndexOf_;                          // by rank: index in transports_ (-1: this rank)
   bool lazy_ = false;
   int connectedCount_ = 0;
+  // HOCCL_MAX_CONNS (comm/conn_limit.cc), by rank where a vector.
+  int maxConns_ = 0;
+  std::vector<uint8_t> closing_;  // a close request of this rank is unanswered: connect() waits for the answer
+  std::vector<int> pinned_;       // runs in flight that use the peer
+  std::vector<uint64_t> lastUse_;
+  uint64_t useClock_ = 0;
+  std::vector<int> closable_;  // connected peers whose channel takes part in the close handshake
+  void requestIdleCloses(const std::vector<int>& peers);
+  void waitForCloses(const std::vector<int>& peers);
+  void dropChannel(int peer);
+  std::map<int, std::unique_ptr<transport::Channel>> connectAnswering(size_t transport, const std::vector<int>& peers);
   transport::ConnectContext connectCtx_;  // kept: the shortcuts use it for the communicator's lifetime
   std::vector<std::unique_ptr<transport::Shortcut>> shortcuts_;
   std::vector<std::string> transportOfPeer_;

@@ -16,11 +16,16 @@
  * schedules name that it has no channel to yet, all at once (Communicator::connect); those peers do the same for the
  * same call, so a ring connects its 2 peers on the first call and reuses them for every later one. Several
  * communicators of one group connect at once, each in a thread of its own (their ranks may meet them in any order).
+ * The peers a run uses are pinned on their communicator for the run (Communicator::beginRun): with HOCCL_MAX_CONNS
+ * the communicator closes only other, idle connections (comm/conn_limit.cc). Before connecting, a run waits for the
+ * answer to any close request it had sent to one of its peers, answering its peers' requests on every communicator
+ * of the run meanwhile; and while it waits for data it answers them every few milliseconds.
  */
 #include "exec/executor.h"
 
 #include <sched.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <cstring>
@@ -47,12 +52,14 @@ struct Cursor {
   bool posted = false;
   bool started = false;                     // the current task's `before` hook has run
   std::vector<transport::Channel*> active;  // channels touched by the current step
+  std::vector<int> used;                    // lazy connections: every peer the tasks use, once each
   bool done() const { return task >= tasks.size(); }
   // Starts over for communicator `c`, keeping the vectors' capacity.
   void reset(Communicator* c) {
     comm = c;
     tasks.clear();
     active.clear();
+    used.clear();
     task = step = 0;
     posted = started = false;
   }
@@ -157,24 +164,68 @@ std::string pendingPeers(const Cursor& c) {
   return peers;
 }
 
-// Lazy connections: the peers that c's schedules use and that have no channel yet, into `missing` (nothing to do, and
-// no allocation, once they are all connected).
-void unconnectedPeers(const Cursor& c, std::vector<int>& missing) {
+// Lazy connections: every peer that c's tasks use, once each, into c.used (left empty in eager mode).
+void usedPeers(Cursor& c) {
   const Communicator& comm = *c.comm;
-  missing.clear();
+  c.used.clear();
   if (!comm.lazy()) return;
+  thread_local std::vector<uint32_t> seen;  // by rank: == epoch when already in c.used
+  thread_local uint32_t epoch = 0;
+  if (seen.size() < static_cast<size_t>(comm.nranks())) seen.resize(static_cast<size_t>(comm.nranks()), 0);
+  if (++epoch == 0) {
+    std::fill(seen.begin(), seen.end(), 0);
+    epoch = 1;
+  }
+  auto use = [&](int p) {
+    if (seen[static_cast<size_t>(p)] == epoch) return;
+    seen[static_cast<size_t>(p)] = epoch;
+    c.used.push_back(p);
+  };
   for (const Task* t : c.tasks) {
-    for (int p : t->peers)
-      if (!comm.connected(p) && std::find(missing.begin(), missing.end(), p) == missing.end()) missing.push_back(p);
+    for (int p : t->peers) use(p);
     if (!t->schedule) continue;
     for (const sched::Step& step : t->schedule->steps)
-      for (const sched::Prim& p : step.prims) {
-        const bool usesPeer = p.kind == sched::PrimKind::Send || p.kind == sched::PrimKind::Recv ||
-                              p.kind == sched::PrimKind::RecvReduce;
-        if (usesPeer && !comm.connected(p.peer) &&
-            std::find(missing.begin(), missing.end(), static_cast<int>(p.peer)) == missing.end())
-          missing.push_back(p.peer);
-      }
+      for (const sched::Prim& p : step.prims)
+        if (p.kind == sched::PrimKind::Send || p.kind == sched::PrimKind::Recv || p.kind == sched::PrimKind::RecvReduce)
+          use(p.peer);
+  }
+}
+
+// The peers of c.used that have no usable channel yet, into `missing` (nothing to do, and no allocation, once they
+// are all connected).
+void unconnectedPeers(const Cursor& c, std::vector<int>& missing) {
+  missing.clear();
+  for (int p : c.used)
+    if (!c.comm->connected(p)) missing.push_back(p);
+}
+
+// HOCCL_MAX_CONNS: waits until no cursor's peer has a close request of this rank unanswered, answering the peers'
+// requests on every communicator of the run meanwhile (comm/conn_limit.cc).
+void settleCloses(std::vector<Cursor>& cursors) {
+  bool any = false;  // the common case: no request open to a peer of this run, nothing to read
+  for (const Cursor& c : cursors)
+    for (int p : c.used) any |= c.comm->closing(p);
+  if (!any) return;
+  static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
+  Backoff backoff(false);
+  Clock::time_point start{};
+  while (true) {
+    bool waiting = false;
+    for (Cursor& c : cursors)
+      if (!c.used.empty()) waiting |= c.comm->serviceIdle(c.used);
+    if (!waiting) return;
+    for (Cursor& c : cursors) {
+      Health& health = c.comm->health();
+      if (health.aborted() || health.failed())
+        health.check(c.comm->describe(), "waiting for a peer to answer the request to close an idle connection");
+    }
+    if (start == Clock::time_point{}) start = Clock::now();
+    backoff.pause();
+    if ((backoff.idle() & 63) == 0 && Clock::now() - start > timeout)
+      throw Error(hocclTimeout, silentPeerMessage(cursors[0].comm->describe(),
+                                                  "waiting for the answer to a request to close an idle connection "
+                                                  "(HOCCL_MAX_CONNS)",
+                                                  timeout.count(), "a peer of this call"));
   }
 }
 
@@ -190,22 +241,35 @@ void connectPeers(std::vector<Cursor>& cursors) {
     needing += !missing[i].empty();
   }
   if (needing == 0) return;
-  if (needing == 1) {
-    for (size_t i = 0; i < cursors.size(); ++i)
-      if (!missing[i].empty()) cursors[i].comm->connect(missing[i]);
+  if (cursors.size() == 1) {
+    cursors[0].comm->connect(missing[0]);
     return;
   }
   std::vector<std::exception_ptr> errors(cursors.size());
   std::vector<std::thread> threads;
+  std::atomic<size_t> finished{0};
   for (size_t i = 0; i < cursors.size(); ++i) {
     if (missing[i].empty()) continue;
     threads.emplace_back([&, i, peers = missing[i]] {
       try {
-        cursors[i].comm->connect(peers);
+        cursors[i].comm->connect(peers);  // answers its communicator's close requests meanwhile
       } catch (...) {
         errors[i] = std::current_exception();
       }
+      ++finished;
     });
+  }
+  // HOCCL_MAX_CONNS: the communicators that connect nothing answer their peers' close requests here meanwhile.
+  while (finished.load() < threads.size()) {
+    for (size_t i = 0; i < cursors.size(); ++i) {
+      if (!missing[i].empty() || !cursors[i].comm->lazy()) continue;
+      try {
+        cursors[i].comm->serviceIdle();
+      } catch (const Error&) {
+        // a peer that left: the run reports it where it needs that peer
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   for (auto& t : threads) t.join();
   for (auto& e : errors)
@@ -307,9 +371,29 @@ void run(std::vector<Task>& tasks) {
       for (auto& x : cs) --x.comm->inFlight;
     }
   } inFlight(cursors);
+  // Lazy connections: the peers each communicator's tasks use, pinned for the run (HOCCL_MAX_CONNS closes others).
+  struct Pins {
+    std::vector<Cursor>& cs;
+    size_t begun = 0;  // beginRun pins before anything that may throw: those are unpinned whatever happens
+    explicit Pins(std::vector<Cursor>& c) : cs(c) {}
+    void begin() {
+      for (auto& x : cs) usedPeers(x);
+      for (auto& x : cs) {
+        ++begun;
+        if (!x.used.empty()) x.comm->beginRun(x.used);
+      }
+    }
+    ~Pins() {
+      for (size_t i = 0; i < begun; ++i)
+        if (!cs[i].used.empty()) cs[i].comm->endRun(cs[i].used);
+    }
+  } pins(cursors);
+  pins.begin();
+  settleCloses(cursors);
   connectPeers(cursors);
   static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
   Clock::time_point lastProgress{};  // read the clock only once waiting starts: most small calls never wait
+  Clock::time_point lastService{};   // the last answering of close requests while waiting
   bool oversubscribed = false;
   for (const Cursor& c : cursors) oversubscribed |= c.comm->oversubscribed();
   Backoff backoff(oversubscribed);
@@ -338,6 +422,15 @@ void run(std::vector<Task>& tasks) {
     } else if (!blockOnChannel(cursors, backoff.blockMicros())) {
       // Only shortcuts wait (their peers publish into shared memory, nothing to sleep on): a short nap.
       std::this_thread::sleep_for(std::chrono::microseconds(backoff.blockMicros()));
+    }
+    if ((backoff.idle() & 63) == 0) {  // HOCCL_MAX_CONNS: answer the peers' close requests every few milliseconds
+      static constexpr auto kServiceEvery = std::chrono::milliseconds(2);
+      const Clock::time_point now = Clock::now();
+      if (now - lastService > kServiceEvery) {
+        lastService = now;
+        for (Cursor& c : cursors)
+          if (c.comm->lazy()) c.comm->serviceIdle();
+      }
     }
     if ((backoff.idle() & 63) == 0 && Clock::now() - lastProgress > timeout) {
       for (Cursor& c : cursors) {

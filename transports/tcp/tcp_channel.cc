@@ -34,6 +34,9 @@ TcpChannel::~TcpChannel() = default;
 
 void TcpChannel::postSend(const void* data, size_t bytes) {
   if (bytes == 0) return;  // both sides skip empty messages
+  if (link_ != Link::Open)
+    throwInternalError(
+        fmt::format("tcp: send of {} bytes to rank {} on a connection that is closing", bytes, peer_.rank));
   if (!data)
     throwInvalidArgument(fmt::format("tcp: send of {} bytes to rank {} from a null buffer", bytes, peer_.rank));
   uint64_t seq = sendPosted_++;
@@ -53,6 +56,9 @@ void TcpChannel::postSend(const void* data, size_t bytes) {
 
 void TcpChannel::postRecv(size_t bytes, RecvTarget target) {
   if (bytes == 0) return;
+  if (link_ != Link::Open)
+    throwInternalError(
+        fmt::format("tcp: receive of {} bytes from rank {} on a connection that is closing", bytes, peer_.rank));
   if (!target.direct && !target.sink)
     throwInvalidArgument(
         fmt::format("tcp: receive of {} bytes from rank {} has neither a buffer nor a sink", bytes, peer_.rank));
@@ -81,7 +87,7 @@ bool TcpChannel::progressSends() {
       int parts = 0;
       if (s.lengthDone < sizeof(s.length))
         iov[parts++] = {reinterpret_cast<char*>(&s.length) + s.lengthDone, sizeof(s.length) - s.lengthDone};
-      iov[parts++] = {s.base + s.offset + s.done, s.bytes - s.done};
+      if (s.bytes > s.done) iov[parts++] = {s.base + s.offset + s.done, s.bytes - s.done};  // none: a control word
       msghdr mh{};
       mh.msg_iov = iov;
       mh.msg_iovlen = static_cast<size_t>(parts);
@@ -89,15 +95,27 @@ bool TcpChannel::progressSends() {
       if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
         if (errno == EINTR) continue;
+        if (s.control && (errno == EPIPE || errno == ECONNRESET)) {
+          // A close handshake's word to a peer that has just closed after agreeing (crossing requests, tcp_close.cc):
+          // nothing to tell it any more. A peer that died is found by the next use or by the wait for an answer.
+          --ctrlQueued_;
+          c.out.pop_front();
+          continue;
+        }
         fail(fmt::format("sending on connection {}", i), errno);
       }
-      size_t moved = static_cast<size_t>(n);
-      const size_t ofLength = std::min(moved, sizeof(s.length) - s.lengthDone);
+      size_t sent = static_cast<size_t>(n);
+      const size_t ofLength = std::min(sent, sizeof(s.length) - s.lengthDone);
       s.lengthDone += ofLength;
-      moved -= ofLength;
-      s.done += moved;
+      sent -= ofLength;
+      s.done += sent;
       moved = moved || n > 0;
-      if (s.done < s.bytes) continue;
+      if (s.lengthDone < sizeof(s.length) || s.done < s.bytes) continue;
+      if (s.control) {  // a control word of the close handshake: no message to complete
+        --ctrlQueued_;
+        c.out.pop_front();
+        continue;
+      }
       sendMsgs_[s.msg - sendDone_].stripesLeft--;
       c.out.pop_front();
     }
@@ -140,7 +158,10 @@ bool TcpChannel::progressRecvs() {
         got -= ofLength;
         s.done += got;
         moved = true;
-        if (ofLength && s.lengthDone == sizeof(s.length)) checkLength(s);
+        if (ofLength && s.lengthDone == sizeof(s.length)) {
+          if (s.length & kControlBit) takeControlWords(s, dst);  // the close handshake's, in the length's place
+          if (s.lengthDone == sizeof(s.length)) checkLength(s);
+        }
         if (s.done < s.bytes) continue;
       }
       RecvMsg& m = recvMsg(s.msg);
@@ -197,7 +218,7 @@ void TcpChannel::completeRecvs() {
 }
 
 bool TcpChannel::progress() {
-  if (sendMsgs_.empty() && recvMsgs_.empty()) return false;
+  if (sendMsgs_.empty() && recvMsgs_.empty() && ctrlQueued_ == 0) return false;
   bool moved = progressRecvs();
   return progressSends() || moved;
 }

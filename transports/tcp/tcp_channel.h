@@ -12,6 +12,10 @@
 ///   a message's last). A connection whose staged stripe waits for an earlier one pauses; the earliest missing
 ///   stripe is always at the front of its own connection, so this never deadlocks.
 /// Empty messages carry no stripes and complete at once on both sides.
+///
+/// Control words of the close handshake (HOCCL_MAX_CONNS, tcp_close.cc) travel in the place of a message's length,
+/// at a message boundary: on the connection where the next message's first stripe goes. Bit 63 tells them apart
+/// from a length (no message is 2^63 bytes long).
 #pragma once
 
 #include <cstddef>
@@ -46,6 +50,14 @@ class TcpChannel final : public Channel {
   size_t pending() const override { return sendMsgs_.size() + recvMsgs_.size(); }
   /// poll() on the sockets that have work, up to the timeout.
   void waitForActivity(int timeoutMicros) override;
+  /// Yes: see tcp_close.cc.
+  bool closable() const override { return true; }
+  /// Sends a close request when idle and no earlier request is unanswered (tcp_close.cc).
+  bool requestClose() override;
+  /// Reads and answers control words at the receive boundary when nothing is pending (tcp_close.cc).
+  Link serviceClose(bool inUse, bool needed) override;
+  /// The handshake's state.
+  Link link() const override { return link_; }
 
  private:
   struct SendMsg {
@@ -66,6 +78,7 @@ class TcpChannel final : public Channel {
     size_t done = 0;      ///< bytes moved so far
     uint64_t length = 0;  ///< the first stripe of a message: the message's length, sent (or received) ahead of it
     size_t lengthDone = sizeof(uint64_t);  ///< bytes of `length` moved so far (all of them when there is none)
+    bool control = false;                  ///< sends: a control word alone (length holds it), no data
   };
   struct Conn {
     net::Fd fd;
@@ -81,6 +94,17 @@ class TcpChannel final : public Channel {
   RecvMsg& recvMsg(uint64_t seq) { return recvMsgs_[seq - recvDone_]; }
   [[noreturn]] void fail(const std::string& what, int err) const;
   void checkLength(const Stripe& s);
+  // Close handshake (tcp_close.cc).
+  static constexpr uint64_t kControlBit = uint64_t{1} << 63;
+  void queueControl(uint64_t kind);
+  void onControl(uint64_t word, bool idle, bool inUse);
+  void takeControlWords(Stripe& s, char* data);
+  void flushControl();
+
+  Link link_ = Link::Open;
+  int owed_ = 0;           ///< answers this side awaits to its close requests (0 or 1)
+  size_t ctrlQueued_ = 0;  ///< control words queued for sending
+  bool peerLeft_ = false;  ///< the peer closed without answering a request (its process is gone)
 
   boot::RankInfo self_;
   boot::RankInfo peer_;

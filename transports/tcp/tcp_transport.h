@@ -4,7 +4,8 @@
 /// to each other (base/boot/handshake.h). Parameters (base/param_list.h): HOCCL_TCP_CONNS (connections per peer), HOCCL_TCP_STRIPE_SIZE
 /// (bytes per stripe); a pair uses the smaller of the two sides' values. Lazy connections (HOCCL_CONNECT=lazy): the
 /// listener and the address exchange happen at init (prepare), the connections of a pair when a call first needs it
-/// (connectPeers), by the same rule; so sockets and stripe buffers exist only for the peers a job's calls use.
+/// (connectPeers), by the same rule; so sockets and stripe buffers exist only for the peers a job's calls use. A pair
+/// whose channel was closed while idle (HOCCL_MAX_CONNS, tcp_close.cc) connects again the same way.
 #pragma once
 
 #include <cstddef>
@@ -45,6 +46,8 @@ class TcpTransport final : public Transport {
 
   /// Lazy connections are supported.
   bool connectsLazily() const override { return true; }
+  /// Idle channels can be closed (the handshake of tcp_close.cc) and are connected again by connectPeers.
+  bool closesIdle() const override { return true; }
   /// Listens when a peer above this rank may connect, and all-gathers a small card per rank (connections, stripe
   /// size, address). Collective.
   void prepare(const ConnectContext& ctx, const std::vector<int>& peers) override;
