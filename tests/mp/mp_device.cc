@@ -6,7 +6,9 @@
 // naming HOCCL_STAGING_CHUNK. Ranks of one host move device buffers directly between their devices
 // (transports/cuda_ipc/; HOCCL_DEVICE_P2P=1, the default): the ordering checks run over that path, which must have
 // carried bytes, and a send and a receive of different sizes fail on both ranks with hocclInvalidUsage naming both
-// and the two sizes, with not a byte written into the receive buffer.
+// and the two sizes, with not a byte written into the receive buffer. With 2 ranks, last, rank 1 dies in the middle
+// of a large all-reduce over the direct path: rank 0's call fails naming rank 1 (the shm channel carrying the
+// frames watches its pid), its stream is released, and no wait outlives HOCCL_TIMEOUT.
 //
 // Usage: mp_device --ranks N
 #include <unistd.h>
@@ -242,6 +244,36 @@ int directSizeMismatch(hocclComm_t comm, int rank) {
   return 0;
 }
 
+// See the file comment. Rank 1 exits (status 0) inside the call; rank 0 checks its error.
+int deadPeer(hocclComm_t comm, int rank) {
+  if (hoccl::device::current()->hostAccessible()) return 0;
+  constexpr size_t kCount = size_t{4} << 20;  // 16 MiB: many pieces, so rank 1 dies with pieces in flight
+  float* buf = nullptr;
+  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&buf), kCount * sizeof(float)));
+  hocclStream_t s = nullptr;
+  MP_CHECK(rank, hocclStreamCreate(&s));
+  MP_CHECK(rank, hocclAllReduce(buf, buf, 1000, hocclFloat, hocclSum, comm, s));  // the direct path is agreed
+  MP_CHECK(rank, hocclStreamSynchronize(s));
+  const auto start = std::chrono::steady_clock::now();
+  MP_CHECK(rank, hocclAllReduce(buf, buf, kCount, hocclFloat, hocclSum, comm, s));
+  if (rank == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // pieces are moving by now
+    _exit(0);
+  }
+  MP_CHECK(rank, hocclStreamSynchronize(s));  // released, not hung
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  hocclResult_t async = hocclSuccess;
+  MP_CHECK(rank, hocclCommGetAsyncError(comm, &async));
+  const std::string why = hocclGetLastError(comm);
+  if (async != hocclRemoteError || why.find("rank 1") == std::string::npos)
+    return fail(rank, "a peer dead during a direct all-reduce gave code " + std::to_string(async) +
+                          " and not a remote error naming rank 1: " + why);
+  if (waited > 60) return fail(rank, "the dead peer was noticed only after " + std::to_string(waited) + " s");
+  hocclCommAbort(comm);
+  hocclStreamDestroy(s);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -254,6 +286,8 @@ int main(int argc, char** argv) {
       [&](int rank, int n, const hocclUniqueId& id) {
     hocclComm_t comm;
     MP_CHECK(rank, hocclCommInitRank(&comm, n, id, rank));
+    hocclComm_t spare = nullptr;  // for the dead peer, made while comm is healthy
+    if (n == 2) MP_CHECK(rank, hocclCommSplit(comm, 0, rank, &spare, nullptr));
     if (int e = ordering(comm, rank, n)) return e;
     if (n > 1)
       if (int e = directPathRan(rank)) return e;
@@ -263,6 +297,10 @@ int main(int argc, char** argv) {
       if (int e = stagingMismatch(comm, rank)) return e;
     if (n > 1)
       if (int e = failure(comm, rank)) return e;
+    if (n == 2) {  // last: rank 1 dies in it
+      hocclCommAbort(comm);
+      return deadPeer(spare, rank);
+    }
     hocclCommAbort(comm);
     return 0;
       },
