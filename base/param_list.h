@@ -113,6 +113,10 @@
       "Bytes per piece when device buffers are staged through pinned host memory (a GPU with the shm or tcp "          \
       "transport); rounded down to a multiple of 64. Must be the same on every rank")                                  \
   INT(STAGING_SLOTS, 4, 2, 64, "Pinned host staging buffers per peer and direction (of STAGING_CHUNK bytes each)")     \
+  INT(DEVICE_P2P, 1, 0, 1,                                                                                             \
+      "Device buffers of ranks on one host go directly between their devices (CUDA IPC; the simulated device's "       \
+      "shared mappings), into STAGING_SLOTS slots of STAGING_CHUNK bytes on the receiver, when both devices reach "    \
+      "each other; 0 stages them through pinned host memory. The two ranks of a pair agree on first use")              \
   /* Identity and topology (topology/, src/comm/topo_probe.cc) */                                                      \
   STRING(HOSTID, "", "Override the host identity (emulate several hosts on one machine)")                              \
   STRING(SWITCH_ID, "", "This rank's switch identity (ranks with equal ids share a switch)")                           \

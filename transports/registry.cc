@@ -1,6 +1,9 @@
 // The transports of this build and the choice per peer (see registry.h). The only file that names concrete
 // transports.
 //
+// Device buffers (makeDeviceChannel): the direct path between the devices (cuda_ipc) for peers on this host, the
+// staging pipeline for the others.
+//
 // Choice: shm first (peers on this host), then the network transport of HOCCL_NET for the rest; with HOCCL_NET unset,
 // ibverbs (when built; it steps aside by itself without a usable RDMA port) ahead of tcp. Every rank reads the
 // same environment in a normal launch; a rank whose choice differs from its peer's fails at connect naming both
@@ -18,6 +21,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/params.h"
+#include "transports/cuda_ipc/cuda_ipc_transport.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/tcp/tcp_transport.h"
 #include "transports/transport_util.h"
@@ -112,6 +116,14 @@ std::vector<std::unique_ptr<Transport>> makeTransports() {
 #endif
   list.push_back(net->make());
   return list;
+}
+
+std::unique_ptr<DeviceChannel> makeDeviceChannel(const ConnectContext& ctx, int peer, Channel& wire,
+                                                 device::Device& dev, DeviceFallback fallback) {
+  if (cuda_ipc::reaches(ctx, peer)) return cuda_ipc::makeChannel(ctx, peer, wire, dev, std::move(fallback));
+  HOCCL_INFO(kNet, "rank {} -> {}: device buffers staged through host memory (another host)", ctx.rank,
+             describePeer(ctx.peers.at(peer)));
+  return fallback();
 }
 
 PeerPlan assignPeers(const std::vector<std::unique_ptr<Transport>>& transports, const ConnectContext& ctx) {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/device/device.h"
+#include "transports/device_channel.h"
 #include "transports/transport.h"
 
 namespace hoccl::transport {
@@ -29,5 +31,12 @@ struct PeerPlan {
 /// Gives every peer to the first transport in `transports` that reaches it, and logs each choice with its reason at
 /// INFO (HOCCL_DEBUG=INFO, subsystem NET). No transport for a peer is hocclInternalError naming it.
 PeerPlan assignPeers(const std::vector<std::unique_ptr<Transport>>& transports, const ConnectContext& ctx);
+
+/// The channel for device buffers (device_channel.h) to `peer`, whose Channel `wire` is connected: on this host the
+/// direct path between the devices (transports/cuda_ipc/; it agrees with the peer on first use and falls back to
+/// `fallback` when either side cannot or, with HOCCL_DEVICE_P2P=0, will not use it), else `fallback()` (the staging
+/// pipeline). Both ranks of a pair make the same choice: it depends on their host ids only.
+std::unique_ptr<DeviceChannel> makeDeviceChannel(const ConnectContext& ctx, int peer, Channel& wire,
+                                                 device::Device& dev, DeviceFallback fallback);
 
 }  // namespace hoccl::transport

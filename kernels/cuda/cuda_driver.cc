@@ -72,6 +72,9 @@ const Driver& driver() {
     bind(x.lib, "cuIpcGetMemHandle", a.ipcGetMemHandle);
     bind(x.lib, "cuIpcOpenMemHandle_v2", a.ipcOpenMemHandle);
     bind(x.lib, "cuIpcCloseMemHandle", a.ipcCloseMemHandle);
+    bind(x.lib, "cuDeviceGetPCIBusId", a.deviceGetPCIBusId);
+    bind(x.lib, "cuDeviceGetByPCIBusId", a.deviceGetByPCIBusId);
+    bind(x.lib, "cuDeviceCanAccessPeer", a.deviceCanAccessPeer);
     a.getErrorString = x.getErrorString;
     return x;
   }();

@@ -62,6 +62,9 @@ struct DriverApi {
   int (*ipcOpenMemHandle)(unsigned long long*, CuIpcMemHandle, unsigned) = nullptr;       ///< cuIpcOpenMemHandle_v2
   int (*ipcCloseMemHandle)(unsigned long long) = nullptr;                                 ///< cuIpcCloseMemHandle
   int (*getErrorString)(int, const char**) = nullptr;                                     ///< cuGetErrorString
+  int (*deviceGetPCIBusId)(char*, int, int) = nullptr;                                    ///< cuDeviceGetPCIBusId
+  int (*deviceGetByPCIBusId)(int*, const char*) = nullptr;                                ///< cuDeviceGetByPCIBusId
+  int (*deviceCanAccessPeer)(int*, int, int) = nullptr;                                   ///< cuDeviceCanAccessPeer
 };
 
 /// The driver's entry points, or null without libcuda.so.1.

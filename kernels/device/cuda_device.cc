@@ -238,6 +238,23 @@ class CudaDevice final : public Device {
     check(api_.ipcCloseMemHandle(base), "cuIpcCloseMemHandle");
   }
 
+  std::string peerKey() const override {
+    int dev = 0;
+    char bus[64] = {};
+    if (!api_.deviceGetPCIBusId || api_.deviceGet(&dev, ordinal_) != 0 ||
+        api_.deviceGetPCIBusId(bus, sizeof bus - 1, dev) != 0)
+      return fmt::format("cuda:unknown-bus:{}", ordinal_);  // never matches a device: no peer access
+    return bus;
+  }
+  bool canAccessPeer(const std::string& key) override {
+    int mine = 0, theirs = 0, can = 0;
+    if (!api_.deviceGetByPCIBusId || !api_.deviceCanAccessPeer || api_.deviceGet(&mine, ordinal_) != 0) return false;
+    // A GPU hidden from this process (CUDA_VISIBLE_DEVICES) has no bus id here: no peer access.
+    if (api_.deviceGetByPCIBusId(&theirs, key.c_str()) != 0) return false;
+    if (theirs == mine) return true;  // the same GPU: IPC mappings of one device always work
+    return api_.deviceCanAccessPeer(&can, mine, theirs) == 0 && can != 0;
+  }
+
  private:
   static unsigned long long addr(const void* p) { return reinterpret_cast<unsigned long long>(p); }
   // Makes the primary context current on the calling thread (cheap when it already is).

@@ -112,6 +112,13 @@ class Device {
   virtual void* importHandle(const IpcHandle& handle) = 0;
   /// Unmaps a pointer of importHandle.
   virtual void closeHandle(void* ptr) = 0;
+  /// What a peer process on this host passes to canAccessPeer to learn whether this device's memory, mapped through
+  /// an IPC handle, is reachable from its device: "sim" for the simulated device, the PCI bus id for CUDA.
+  virtual std::string peerKey() const = 0;
+  /// Whether this device's copies and kernels can reach memory of the device named by a peer's peerKey() once mapped
+  /// through importHandle (CUDA: the same GPU, or cuDeviceCanAccessPeer for one visible in this process; the
+  /// simulated device: any simulated device of this host). False rather than throwing when unsure.
+  virtual bool canAccessPeer(const std::string& peerKey) = 0;
 };
 
 /// The device of this process: the simulated one when HOCCL_DEVICE=sim, CUDA device 0 when HOCCL_DEVICE is unset

@@ -380,6 +380,10 @@ class SimDevice final : public Device {
     unmapViews(reinterpret_cast<void*>(base), a);
   }
 
+  std::string peerKey() const override { return "sim"; }
+  // Mappings of /proc/<pid>/fd work between any processes of one machine (and user).
+  bool canAccessPeer(const std::string& key) override { return key == "sim"; }
+
   ~SimDevice() override {
     // Streams first (their threads may still touch memory); allocations are the process's and go with it.
     std::map<Stream, std::unique_ptr<SimStream>> streams;

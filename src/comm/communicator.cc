@@ -18,7 +18,7 @@
 #include "comm/proxy.h"
 #include "comm/topo_probe.h"
 #include "comm/tune_probe.h"
-#include "exec/staged_channel.h"
+#include "exec/device_channels.h"
 #include "kernels/device/device.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -140,7 +140,7 @@ Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::
 
 Communicator::~Communicator() {
   proxy_.reset();
-  staged_.clear();
+  deviceChannels_.clear();
   if (deviceScratch_) {
     try {
       device::current()->free(deviceScratch_);
@@ -219,12 +219,12 @@ void* Communicator::deviceScratch(size_t bytes) {
   return p;
 }
 
-exec::StagedChannel& Communicator::stagedChannel(int peer) {
+transport::DeviceChannel& Communicator::deviceChannel(int peer) {
   transport::Channel& wire = channel(peer);
-  if (staged_.empty()) staged_.resize(static_cast<size_t>(nranks_));
-  auto& slot = staged_[static_cast<size_t>(peer)];
+  if (deviceChannels_.empty()) deviceChannels_.resize(static_cast<size_t>(nranks_));
+  auto& slot = deviceChannels_[static_cast<size_t>(peer)];
   if (!slot || &slot->wire() != &wire)
-    slot = std::make_unique<exec::StagedChannel>(wire, device::require("staging device buffers"), rank_);
+    slot = exec::makeDeviceChannel(connectCtx_, peer, wire, device::require("device buffers to a peer"));
   return *slot;
 }
 

@@ -21,6 +21,7 @@
 #include "topology/link_model.h"
 #include "topology/topology.h"
 #include "kernels/registrations.h"
+#include "transports/device_channel.h"
 #include "transports/shortcut.h"
 #include "transports/transport.h"
 
@@ -29,9 +30,6 @@ namespace hoccl {
 using topo::ByteCounters;
 class Proxy;
 class OneSided;
-namespace exec {
-class StagedChannel;
-}
 
 /// A communicator. Created by CommInitRank / CommSplit; one thread drives it at a time.
 class Communicator {
@@ -93,9 +91,10 @@ class Communicator {
   /// Device memory of at least bytes on the process's device, for the scratch of schedules on device buffers (grown
   /// on demand, kept until the communicator is destroyed). Only the proxy's thread uses it.
   void* deviceScratch(size_t bytes);
-  /// The channel to peer wrapped by the staging pipeline (exec/staged_channel.h), for device buffers the host cannot
-  /// touch; made on first use (the peer must be connected) and kept. Only the proxy's thread uses it.
-  exec::StagedChannel& stagedChannel(int peer);
+  /// The channel for device buffers the host cannot touch to peer (transports/device_channel.h: the direct path
+  /// between the devices of one host, or the staging pipeline, exec/device_channels.h); made on first use (the peer
+  /// must be connected) and kept. Only the proxy's thread uses it.
+  transport::DeviceChannel& deviceChannel(int peer);
   /// Byte counters.
   ByteCounters& counters() { return counters_; }
   /// What runs a collective call, chosen once per distinct call shape by the tuner (algo/tuner.h) and cached
@@ -165,7 +164,7 @@ class Communicator {
   std::vector<std::unique_ptr<transport::Shortcut>> shortcuts_;
   std::vector<std::string> transportOfPeer_;
   std::vector<char> scratch_;
-  std::vector<std::unique_ptr<exec::StagedChannel>> staged_;  // by rank; freed right after the proxy stops
+  std::vector<std::unique_ptr<transport::DeviceChannel>> deviceChannels_;  // by rank; freed right after the proxy stops
   void* deviceScratch_ = nullptr;
   size_t deviceScratchBytes_ = 0;
   bool oversubscribed_ = false;

@@ -37,7 +37,6 @@
 #include "base/params.h"
 #include "base/wait.h"
 #include "exec/progress_helper.h"
-#include "exec/staged_channel.h"
 
 namespace hoccl::exec {
 namespace {
@@ -80,14 +79,14 @@ void postStep(Cursor& c) {
     const size_t bytes = p.count * b.elemSize;
     switch (p.kind) {
       case sched::PrimKind::Send: {
-        transport::Channel& ch = b.staged ? comm.stagedChannel(p.peer) : comm.channel(p.peer);
+        transport::Channel& ch = b.staged ? comm.deviceChannel(p.peer) : comm.channel(p.peer);
         ch.postSend(at(b, p.src, p.srcOff), bytes);
         comm.counters().sent[comm.topology().linkClass(comm.rank(), p.peer)] += bytes;
         touch(&ch);
         break;
       }
       case sched::PrimKind::Recv: {
-        transport::Channel& ch = b.staged ? comm.stagedChannel(p.peer) : comm.channel(p.peer);
+        transport::Channel& ch = b.staged ? comm.deviceChannel(p.peer) : comm.channel(p.peer);
         transport::RecvTarget target;
         target.direct = at(b, p.dst, p.dstOff);
         target.granule = b.elemSize;
@@ -97,8 +96,8 @@ void postStep(Cursor& c) {
         break;
       }
       case sched::PrimKind::RecvReduce: {
-        if (b.staged) {  // reduced on the device, from pinned host memory
-          StagedChannel& ch = comm.stagedChannel(p.peer);
+        if (b.staged) {  // reduced on the device (from pinned host memory, or the device's own slots)
+          transport::DeviceChannel& ch = comm.deviceChannel(p.peer);
           ch.postRecvReduce(at(b, p.dst, p.dstOff), at(b, p.src, p.srcOff), p.count, b.dtype, b.op);
           comm.counters().received[comm.topology().linkClass(comm.rank(), p.peer)] += bytes;
           touch(&ch);

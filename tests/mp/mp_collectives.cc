@@ -9,7 +9,14 @@
 // every rank, or on the even ranks only), and the test checks afterwards whether peers' blocks were mapped (zero
 // copy ran: all) or not (every rank fell back to the copy paths: some).
 //
+// Device buffers of ranks on one host go directly between their devices (transports/cuda_ipc/) unless
+// HOCCL_DEVICE_P2P=0; --expect-path says which path must have run, from the process's device channel counters:
+// p2p (every device channel agreed on the direct path and bytes went through it), staged (none did), hier (some
+// direct bytes: ranks on several emulated hosts, --hosts H, sets HOCCL_HOSTID per rank), asym (--p2p-off-rank R sets
+// HOCCL_DEVICE_P2P=0 on rank R only: R and its peers fall back to staging, and R moves no direct byte).
+//
 // Usage: mp_collectives --ranks N --transport shm|tcp|ucx [--large] [--device] [--registered all|some]
+//            [--hosts H] [--expect-path p2p|staged|hier|asym] [--p2p-off-rank R]
 //        mp_collectives --ranks N --transport shm|tcp|ucx --soak CALLS [--seed S]
 //            a soak instead: CALLS collectives of random kind, type, op, root and small count (0..4096 elements,
 //            in and out of place), the same sequence on every rank, each checked like the matrix (tools/soak runs it
@@ -30,6 +37,7 @@
 #include "harness.h"
 #include "kernels/cpu/reduce.h"
 #include "sched/schedule.h"
+#include "transports/device_channel.h"
 
 using namespace hoccl;
 using namespace hoccl::test;
@@ -46,6 +54,30 @@ const hocclRedOp_t kOps[] = {hocclSum, hocclProd, hocclMax, hocclMin, hocclAvg, 
 bool gDevice = false;             // --device: device buffers, stream-ordered calls
 int gRegistered = 0;              // --registered all|some: 1 every rank's buffers, 2 even ranks' only, from MemAlloc
 hocclStream_t gStream = nullptr;  // this rank's stream in device mode
+std::string gExpectPath;          // --expect-path: which device path must have run
+int gP2pOffRank = -1;             // --p2p-off-rank: the rank with HOCCL_DEVICE_P2P=0
+
+// Checks --expect-path against this process's device channel counters (after the matrix).
+int checkDevicePath(int rank, int n) {
+  if (gExpectPath.empty() || n == 1) return 0;
+  const auto& st = transport::deviceChannelStats();
+  const uint64_t p2p = st.p2pChannels, fallback = st.fallbackChannels, in = st.p2pBytesReceived, out = st.p2pBytesSent;
+  const std::string counts = " (direct channels " + std::to_string(p2p) + ", fallen back " + std::to_string(fallback) +
+                             ", direct bytes in " + std::to_string(in) + ", out " + std::to_string(out) + ")";
+  if (gExpectPath == "p2p" && (p2p == 0 || fallback != 0 || in == 0 || out == 0))
+    return fail(rank, "the direct device path did not carry every peer" + counts);
+  if (gExpectPath == "staged" && (p2p != 0 || in != 0 || out != 0))
+    return fail(rank, "the direct device path ran where device buffers must be staged" + counts);
+  if (gExpectPath == "hier" && (p2p == 0 || in == 0 || fallback != 0))
+    return fail(rank, "the host's peers did not use the direct device path" + counts);
+  if (gExpectPath == "asym") {
+    if (rank == gP2pOffRank && (p2p != 0 || in != 0 || fallback == 0))
+      return fail(rank, "HOCCL_DEVICE_P2P=0 here, yet the direct device path ran or nothing fell back" + counts);
+    if (rank == (gP2pOffRank + 1) % n && fallback == 0)  // its ring neighbour talks to it
+      return fail(rank, "the channel to the rank without the direct path did not fall back" + counts);
+  }
+  return 0;
+}
 
 bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter; }
 
@@ -456,6 +488,7 @@ int main(int argc, char** argv) {
   int nranks = 4;
   std::string transport = "shm";
   bool large = false;
+  int hosts = 1;
   long soakCalls = 0;
   uint64_t seed = 1;
   for (int i = 1; i < argc; ++i) {
@@ -467,6 +500,9 @@ int main(int argc, char** argv) {
     else if (a == "--large") large = true;
     else if (a == "--device") gDevice = true;
     else if (a == "--registered" && i + 1 < argc) gRegistered = std::string(argv[++i]) == "some" ? 2 : 1;
+    else if (a == "--hosts" && i + 1 < argc) hosts = std::atoi(argv[++i]);
+    else if (a == "--expect-path" && i + 1 < argc) gExpectPath = argv[++i];
+    else if (a == "--p2p-off-rank" && i + 1 < argc) gP2pOffRank = std::atoi(argv[++i]);
   }
   // tcp and ucx carry every peer (shm off); ucx runs over the wires UCX_TLS names.
   if (transport == "tcp" || transport == "ucx") setenv("HOCCL_SHM_DISABLE", "1", 1);
@@ -494,11 +530,15 @@ int main(int argc, char** argv) {
   int rc = runRanks(
       nranks,
       [&](int rank, int n, const hocclUniqueId& id) {
+    if (hosts > 1)  // emulated hosts of n / hosts consecutive ranks each (read at init)
+      setenv("HOCCL_HOSTID", ("mp-host-" + std::to_string(rank * hosts / n)).c_str(), 1);
+    if (rank == gP2pOffRank) setenv("HOCCL_DEVICE_P2P", "0", 1);
     hocclComm_t comm;
     MP_CHECK(rank, hocclCommInitRank(&comm, n, id, rank));
     if (gDevice) MP_CHECK(rank, hocclStreamCreate(&gStream));
     int bad = collectivesMatrix(comm, rank, n, large);
     if (bad) return fail(rank, std::to_string(bad) + " wrong elements in the collectives matrix");
+    if (int e = checkDevicePath(rank, n)) return e;
     if (gRegistered) {  // which path ran: peers' blocks stay mapped here (cached) only when zero copy ran
       const int mapped = peerBlocksMapped();
       if (gRegistered == 1 && n > 1 && mapped == 0)

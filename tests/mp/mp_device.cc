@@ -4,6 +4,12 @@
 // and of an invalid stream, and a failure of a stream-ordered call reported through hocclCommGetAsyncError and the
 // next call without leaving the stream waiting; ranks staging device buffers in pieces of different sizes fail
 // naming HOCCL_STAGING_CHUNK; device buffers on one rank and host buffers on the others fail at once on every rank.
+// Ranks of one host move device buffers directly between their devices
+// (transports/cuda_ipc/; HOCCL_DEVICE_P2P=1, the default): the ordering checks run over that path, which must have
+// carried bytes, and a send and a receive of different sizes fail on both ranks with hocclInvalidUsage naming both
+// and the two sizes, with not a byte written into the receive buffer. With 2 ranks, last, rank 1 dies in the middle
+// of a large all-reduce over the direct path: rank 0's call fails naming rank 1 (the shm channel carrying the
+// frames watches its pid), its stream is released, and no wait outlives HOCCL_TIMEOUT.
 //
 // Usage: mp_device --ranks N
 #include <unistd.h>
@@ -19,6 +25,7 @@
 
 #include "harness.h"
 #include "kernels/device/device.h"
+#include "transports/device_channel.h"
 
 using namespace hoccl::test;
 
@@ -154,6 +161,7 @@ int stagingMismatch(hocclComm_t comm, int rank) {
   hocclComm_t sub = nullptr;
   MP_CHECK(rank, hocclCommSplit(comm, 0, rank, &sub, nullptr));
   setenv("HOCCL_STAGING_CHUNK", rank == 0 ? "4096" : "8192", 1);
+  setenv("HOCCL_DEVICE_P2P", "0", 1);  // the direct path does not need equal pieces: stage
   float* buf = nullptr;
   MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&buf), 20000 * sizeof(float)));
   hocclStream_t s = nullptr;
@@ -161,6 +169,7 @@ int stagingMismatch(hocclComm_t comm, int rank) {
   MP_CHECK(rank, hocclAllReduce(buf, buf, 20000, hocclFloat, hocclSum, sub, s));
   MP_CHECK(rank, hocclStreamSynchronize(s));  // released, not hung
   unsetenv("HOCCL_STAGING_CHUNK");
+  unsetenv("HOCCL_DEVICE_P2P");
   hocclResult_t async = hocclSuccess;
   MP_CHECK(rank, hocclCommGetAsyncError(sub, &async));
   if (async == hocclSuccess || async == hocclInProgress)
@@ -232,6 +241,95 @@ int kindMismatch(hocclComm_t comm, int rank) {
   return 0;
 }
 
+// The direct path carried the ordering checks' bytes (ranks on one host, strict simulated device).
+int directPathRan(int rank) {
+  if (hoccl::device::current()->hostAccessible()) return 0;  // the transports move device buffers themselves
+  const auto& st = hoccl::transport::deviceChannelStats();
+  if (st.p2pChannels == 0 || st.p2pBytesReceived == 0 || st.fallbackChannels != 0)
+    return fail(rank,
+                "the device buffers of ranks on one host did not go directly between the devices (direct "
+                "channels " +
+                    std::to_string(st.p2pChannels.load()) + ", bytes in " + std::to_string(st.p2pBytesReceived.load()) +
+                    ", fallen back " + std::to_string(st.fallbackChannels.load()) + ")");
+  return 0;
+}
+
+// Over the direct path, rank 0 sends 1000 floats to rank 1, which receives 500: rank 1 refuses the first piece with
+// hocclInvalidUsage naming both ranks and both sizes before any byte lands (its whole buffer keeps its pattern), and
+// rank 0 fails too (the job's verdict) instead of waiting for credits. Ranks 2 and up sit it out in a communicator of
+// their own.
+int directSizeMismatch(hocclComm_t comm, int rank) {
+  if (hoccl::device::current()->hostAccessible()) return 0;
+  hocclComm_t sub = nullptr;
+  MP_CHECK(rank, hocclCommSplit(comm, rank < 2 ? 0 : 1, rank, &sub, nullptr));
+  if (rank >= 2) {
+    double one = 1, all = 0;
+    MP_CHECK(rank, hocclAllReduce(&one, &all, 1, hocclDouble, hocclSum, comm, nullptr));
+    MP_CHECK(rank, hocclCommDestroy(sub));
+    return 0;
+  }
+  constexpr size_t kCount = 1000;
+  std::vector<float> pattern(kCount);
+  for (size_t i = 0; i < kCount; ++i) pattern[i] = static_cast<float>(rank * 10000 + i) + 0.5f;
+  float* buf = nullptr;
+  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&buf), kCount * sizeof(float)));
+  MP_CHECK(rank, hocclDeviceMemcpy(buf, pattern.data(), kCount * sizeof(float)));
+  hocclStream_t s = nullptr;
+  MP_CHECK(rank, hocclStreamCreate(&s));
+  if (rank == 0) MP_CHECK(rank, hocclSend(buf, kCount, hocclFloat, 1, sub, s));
+  else MP_CHECK(rank, hocclRecv(buf, kCount / 2, hocclFloat, 0, sub, s));
+  MP_CHECK(rank, hocclStreamSynchronize(s));  // released, not hung
+  hocclResult_t async = hocclSuccess;
+  MP_CHECK(rank, hocclCommGetAsyncError(sub, &async));
+  const std::string why = hocclGetLastError(sub);
+  if (async == hocclSuccess || async == hocclInProgress)
+    return fail(rank, "a send and a receive of different sizes over the direct device path left no async error");
+  if (rank == 1 && (async != hocclInvalidUsage ||
+                    why.find("rank 0 sends 4000 bytes where rank 1 receives 2000") == std::string::npos))
+    return fail(rank, "the size mismatch is not named with both ranks and sizes (code " + std::to_string(async) +
+                          "): " + why);
+  std::vector<float> after(kCount);
+  MP_CHECK(rank, hocclDeviceMemcpy(after.data(), buf, kCount * sizeof(float)));
+  if (std::memcmp(after.data(), pattern.data(), kCount * sizeof(float)) != 0)
+    return fail(rank, "the refused transfer changed the buffer");
+  double one = 1, all = 0;  // every rank has seen the failure before any aborts
+  MP_CHECK(rank, hocclAllReduce(&one, &all, 1, hocclDouble, hocclSum, comm, nullptr));
+  hocclCommAbort(sub);
+  MP_CHECK(rank, hocclDeviceFree(buf));
+  MP_CHECK(rank, hocclStreamDestroy(s));
+  return 0;
+}
+
+// See the file comment. Rank 1 exits (status 0) inside the call; rank 0 checks its error.
+int deadPeer(hocclComm_t comm, int rank) {
+  if (hoccl::device::current()->hostAccessible()) return 0;
+  constexpr size_t kCount = size_t{4} << 20;  // 16 MiB: many pieces, so rank 1 dies with pieces in flight
+  float* buf = nullptr;
+  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&buf), kCount * sizeof(float)));
+  hocclStream_t s = nullptr;
+  MP_CHECK(rank, hocclStreamCreate(&s));
+  MP_CHECK(rank, hocclAllReduce(buf, buf, 1000, hocclFloat, hocclSum, comm, s));  // the direct path is agreed
+  MP_CHECK(rank, hocclStreamSynchronize(s));
+  const auto start = std::chrono::steady_clock::now();
+  MP_CHECK(rank, hocclAllReduce(buf, buf, kCount, hocclFloat, hocclSum, comm, s));
+  if (rank == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // pieces are moving by now
+    _exit(0);
+  }
+  MP_CHECK(rank, hocclStreamSynchronize(s));  // released, not hung
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  hocclResult_t async = hocclSuccess;
+  MP_CHECK(rank, hocclCommGetAsyncError(comm, &async));
+  const std::string why = hocclGetLastError(comm);
+  if (async != hocclRemoteError || why.find("rank 1") == std::string::npos)
+    return fail(rank, "a peer dead during a direct all-reduce gave code " + std::to_string(async) +
+                          " and not a remote error naming rank 1: " + why);
+  if (waited > 60) return fail(rank, "the dead peer was noticed only after " + std::to_string(waited) + " s");
+  hocclCommAbort(comm);
+  hocclStreamDestroy(s);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -245,13 +343,23 @@ int main(int argc, char** argv) {
       [&](int rank, int n, const hocclUniqueId& id) {
     hocclComm_t comm;
     MP_CHECK(rank, hocclCommInitRank(&comm, n, id, rank));
+    hocclComm_t spare = nullptr;  // for the dead peer, made while comm is healthy
+    if (n == 2) MP_CHECK(rank, hocclCommSplit(comm, 0, rank, &spare, nullptr));
     if (int e = ordering(comm, rank, n)) return e;
+    if (n > 1)
+      if (int e = directPathRan(rank)) return e;
+    if (n > 1)
+      if (int e = directSizeMismatch(comm, rank)) return e;
     if (n > 1)
       if (int e = stagingMismatch(comm, rank)) return e;
     if (n > 1)
       if (int e = kindMismatch(comm, rank)) return e;
     if (n > 1)
       if (int e = failure(comm, rank)) return e;
+    if (n == 2) {  // last: rank 1 dies in it
+      hocclCommAbort(comm);
+      return deadPeer(spare, rank);
+    }
     hocclCommAbort(comm);
     return 0;
       },

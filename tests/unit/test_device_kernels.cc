@@ -157,6 +157,17 @@ TEST_CASE("sim device: stream order, events, flags, memory and IPC mapping") {
   float first = 0;
   dev->memcpy(&first, mapped, sizeof first);  // the device's copy: the host cannot read the mapping (strict mode)
   CHECK(first == 3.0f);
+  // A copy into the mapping lands in the exporter's allocation (what the direct device path does with a peer's slot).
+  const float seven = 7.0f;
+  dev->launchCopy(s, mapped + 1, &seven, sizeof seven);
+  dev->synchronize(s);
+  float second = 0;
+  dev->memcpy(&second, static_cast<char*>(p) + 12, sizeof second);
+  CHECK(second == 7.0f);
+  // Peer access: any simulated device of this host reaches another; a CUDA bus id is not one.
+  CHECK(dev->peerKey() == "sim");
+  CHECK(dev->canAccessPeer(dev->peerKey()));
+  CHECK_FALSE(dev->canAccessPeer("0000:3b:00.0"));
   dev->closeHandle(mapped);
   dev->destroyEvent(ev);
   dev->freeFlag(flag);
