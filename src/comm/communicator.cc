@@ -64,10 +64,10 @@ boot::RankInfo describeSelf() {
 
 }  // namespace
 
-Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::string name)
+Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, std::string name)
     : rank_(rank), nranks_(nranks), name_(std::move(name)) {
   log::setThreadRank(rank);
-  bootstrap_ = std::make_unique<boot::Bootstrap>(id, rank, nranks, describeSelf(), &health_);
+  bootstrap_ = std::make_unique<boot::Bootstrap>(contact, rank, nranks, describeSelf(), &health_);
   topology_ = topo::build(bootstrap_->ranks());
   transports_ = transport::makeTransports();
   // Ranks sharing this machine's CPUs: by real host name, so that emulated hosts (HOCCL_HOSTID) on one machine
