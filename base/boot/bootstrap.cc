@@ -97,7 +97,7 @@ class Bootstrap::Impl {
   std::mutex writeMutex;     // one message at a time on the socket
   mutable std::mutex mutex;  // everything below
   std::condition_variable changed;
-  std::deque<Error> errors;            // failed bootstrap exchanges (kRootError, kRootTimeout)
+  std::deque<Error> errors;  // failed bootstrap exchanges (kRootError, kRootTimeout)
   std::optional<Verdict> verdict;
   bool rootClosing = false;  // the root announced a normal exit
   bool rootGone = false;     // the connection to the root is closed
@@ -151,7 +151,8 @@ class Bootstrap::Impl {
     if (health) health->fail(v.text);
     uint64_t one = 1;
     if (alert && ::write(alert.get(), &one, sizeof(one)) != sizeof(one))
-      HOCCL_WARN(kBootstrap, "rank {}: could not signal the verdict to waiting exchanges: {}", rank, std::strerror(errno));
+      HOCCL_WARN(kBootstrap, "rank {}: could not signal the verdict to waiting exchanges: {}", rank,
+                 std::strerror(errno));
     changed.notify_all();
   }
 
@@ -264,10 +265,7 @@ Bootstrap::Bootstrap(const UniqueId& id, int rank, int nranks, const RankInfo& s
     : Bootstrap(Contact(id), rank, nranks, self, health) {}
 
 Bootstrap::Bootstrap(const Contact& contact, int rank, int nranks, const RankInfo& self, Health* health)
-    : impl_(std::make_unique<Impl>()),
-      rank_(rank),
-      nranks_(nranks),
-      secret_(contact.job.secret),
+    : impl_(std::make_unique<Impl>()), rank_(rank), nranks_(nranks), secret_(contact.job.secret),
       commTag_(contact.job.nonce) {
   const UniqueId& root = contact.root;
   const Share& share = contact.share;
@@ -339,14 +337,13 @@ Bootstrap::Bootstrap(const Contact& contact, int rank, int nranks, const RankInf
   impl_->tree = std::make_unique<GatherTree>(rank, nranks, std::max(1, plan.fanout), describeRank(info));
   impl_->watcher = std::thread([impl = impl_.get()] { impl->watch(); });
   try {
-    TreeOutcome o =
-        impl_->tree->link(listener.get(), parentAddr, secret_, commTag_, known, deadline, impl_->alert.get());
+    TreeOutcome o = impl_->tree->link(listener.get(), parentAddr, secret_, commTag_, known, deadline,
+                                      impl_->alert.get());
     listener.reset();
     if (o.kind != TreeOutcome::Ok) failExchange(o.kind, o.code, o.text, "linking the bootstrap tree");
     ranks_.resize(nranks);
     ranks_[rank] = info;
-    o = impl_->tree->allGather(reinterpret_cast<char*>(ranks_.data()), sizeof(RankInfo), deadline,
-                               impl_->alert.get());
+    o = impl_->tree->allGather(reinterpret_cast<char*>(ranks_.data()), sizeof(RankInfo), deadline, impl_->alert.get());
     if (o.kind != TreeOutcome::Ok) failExchange(o.kind, o.code, o.text, "the bootstrap all-gather of the rank table");
   } catch (...) {
     impl_->sendQuietly(kRankGoodbye, std::string(), "goodbye");
@@ -399,12 +396,12 @@ void Bootstrap::failExchange(int kind, int code, const std::string& text, const 
 }
 
 void Bootstrap::allGather(void* data, size_t bytes) {
-  if (auto v = verdict())
-    throwRemoteError(fmt::format("rank {}: bootstrap all-gather stopped: {}", rank_, v->text));
+  if (auto v = verdict()) throwRemoteError(fmt::format("rank {}: bootstrap all-gather stopped: {}", rank_, v->text));
   if (bytes > kMaxSlotBytes / static_cast<size_t>(nranks_))
-    throwInvalidArgument(fmt::format("rank {}: bootstrap all-gather of {} x {} bytes is larger than the bootstrap "
-                                     "carries",
-                                     rank_, nranks_, bytes));
+    throwInvalidArgument(
+        fmt::format("rank {}: bootstrap all-gather of {} x {} bytes is larger than the bootstrap "
+                    "carries",
+                    rank_, nranks_, bytes));
   std::lock_guard<std::mutex> lock(impl_->exchangeMutex);
   if (!impl_->tree) throwRemoteError(fmt::format("rank {}: bootstrap all-gather after a failed one", rank_));
   const TreeOutcome o = impl_->tree->allGather(static_cast<char*>(data), bytes, net::defaultDeadline(),

@@ -92,8 +92,8 @@ TreeOutcome GatherTree::link(int listenFd, const net::Address& parentAddr, const
   if (place_.parent >= 0) {
     parent_.rank = place_.parent;
     parent_.name = nameOf(place_.parent);
-    const std::string what = fmt::format("{}: linking to its parent {} in the bootstrap tree at {}", who_,
-                                         parent_.name, parentAddr.toString());
+    const std::string what = fmt::format("{}: linking to its parent {} in the bootstrap tree at {}", who_, parent_.name,
+                                         parentAddr.toString());
     try {
       parent_.fd = net::connectUntil(parentAddr, deadline, what);
       authenticate(parent_.fd.get(), secret, Hello{tag, rank_, place_.parent, kTreeLinkIndex}, deadline, what,
@@ -123,7 +123,8 @@ TreeOutcome GatherTree::link(int listenFd, const net::Address& parentAddr, const
                                              "HOCCL_TIMEOUT (stuck or stopped before init?)",
                                              who_, missing));
     }
-    auto it = std::find_if(children_.begin(), children_.end(), [&](const Link& l) { return l.rank == peer->hello.rank; });
+    auto it = std::find_if(children_.begin(), children_.end(),
+                           [&](const Link& l) { return l.rank == peer->hello.rank; });
     if (peer->hello.tag != tag || peer->hello.index != kTreeLinkIndex || it == children_.end() || it->fd) {
       noteRejected(fmt::format("{}'s bootstrap tree listener", who_), peer->from,
                    fmt::format("rank {} (tag {:#x}, index {}) is not an unlinked child of this rank in communicator "
@@ -173,10 +174,11 @@ TreeOutcome GatherTree::receive(Link& from, uint32_t seq, char* into, size_t byt
   TreeHeader h{};
   if (!readExact(&h, sizeof(h), &out)) return out;
   if (h.type == kTreeBye)
-    return TreeOutcome{TreeOutcome::Local, hocclRemoteError, fmt::format("{} destroyed its communicator {}: the ranks did not call the same "
-                                               "sequence of operations (hocclCommSplit / hocclCommFinalize on some "
-                                               "ranks only?)",
-                                               from.name, during)};
+    return TreeOutcome{TreeOutcome::Local, hocclRemoteError,
+                       fmt::format("{} destroyed its communicator {}: the ranks did not call the same "
+                                   "sequence of operations (hocclCommSplit / hocclCommFinalize on some "
+                                   "ranks only?)",
+                                   from.name, during)};
   if (h.type == kTreeGaveUp) {
     std::string text(std::min<uint64_t>(h.bytes, kMaxReportBytes), '\0');
     if (!text.empty() && !readExact(text.data(), text.size(), &out)) return out;
@@ -185,10 +187,11 @@ TreeOutcome GatherTree::receive(Link& from, uint32_t seq, char* into, size_t byt
                        fmt::format("{} gave up on this exchange: {}", from.name, text)};
   }
   if (h.type != kTreeData || h.seq != seq || h.bytes != bytes)
-    return TreeOutcome{TreeOutcome::Local, hocclInvalidUsage,
-                 fmt::format("{} sent bootstrap exchange #{} of {} bytes (type {}) {}, which expected {} bytes: the "
-                             "ranks called different operations (a mismatched hocclCommSplit or init?)",
-                             from.name, h.seq, h.bytes, h.type, during, bytes)};
+    return TreeOutcome{
+        TreeOutcome::Local, hocclInvalidUsage,
+        fmt::format("{} sent bootstrap exchange #{} of {} bytes (type {}) {}, which expected {} bytes: the "
+                    "ranks called different operations (a mismatched hocclCommSplit or init?)",
+                    from.name, h.seq, h.bytes, h.type, during, bytes)};
   if (!readExact(into, bytes, &out)) return out;
   return {};
 }
@@ -229,8 +232,9 @@ TreeOutcome GatherTree::send(Link& to, uint32_t seq, const char* data, size_t by
 TreeOutcome GatherTree::allGather(char* slots, size_t bytes, net::Deadline deadline, int alertFd) {
   if (left_)
     return TreeOutcome{TreeOutcome::Local, hocclInvalidUsage,
-                       who_ + ": an earlier bootstrap exchange of this communicator failed, so it can no longer "
-                              "exchange: destroy it (or abort it) and create a new one"};
+                       who_ +
+                           ": an earlier bootstrap exchange of this communicator failed, so it can no longer "
+                           "exchange: destroy it (or abort it) and create a new one"};
   const uint32_t seq = ++seq_;
   const size_t all = bytes * static_cast<size_t>(nranks_);
   for (size_t i = 0; i < children_.size(); ++i) {

@@ -21,9 +21,9 @@ struct TreeOutcome {
   /// because of a failure elsewhere (its words are in `text`); the root's verdict is on its way. Verdict: the root's
   /// verdict ended the wait.
   enum Kind { Ok, Blame, Local, Follow, Verdict };
-  Kind kind = Ok;                    ///< see Kind
-  int code = 0;                      ///< hocclResult_t for Blame / Follow (hocclRemoteError, hocclTimeout, ...)
-  std::string text;                  ///< what happened (Blame, Follow)
+  Kind kind = Ok;    ///< see Kind
+  int code = 0;      ///< hocclResult_t for Blame / Follow (hocclRemoteError, hocclTimeout, ...)
+  std::string text;  ///< what happened (Blame, Follow)
 };
 
 /// One rank's links in the gather tree and the exchanges over them. Not thread-safe: one exchange at a time.

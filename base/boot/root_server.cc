@@ -92,7 +92,7 @@ class RootServer;
 struct Registry {
   std::mutex mutex;
   std::vector<RootServer*> servers;
-  std::vector<uint64_t> serving;          // nonces of the roots started here and still running
+  std::vector<uint64_t> serving;         // nonces of the roots started here and still running
   std::map<uint64_t, UniqueId> headIds;  // sub-root nonce -> the head root's id
 };
 Registry& registry() {
@@ -166,14 +166,14 @@ class RootServer {
  private:
   enum class State { Live, Leaving, Gone, Lost };
   struct Rank {
-    net::Fd fd;                  // direct connection (-1: not joined, relayed, or closed)
-    int via = -1;                // the sub-root link that relays it (head root only; -1: direct or absent)
-    bool present = false;        // joined (directly or through a link)
+    net::Fd fd;            // direct connection (-1: not joined, relayed, or closed)
+    int via = -1;          // the sub-root link that relays it (head root only; -1: direct or absent)
+    bool present = false;  // joined (directly or through a link)
     RankInfo info;
-    AddressWire listener{};      // where it accepts its gather-tree children
+    AddressWire listener{};  // where it accepts its gather-tree children
     State state = State::Live;
-    bool answered = false;       // to the last ping (or reported: it runs)
-    std::vector<char> in;        // bytes received, not yet a whole message
+    bool answered = false;  // to the last ping (or reported: it runs)
+    std::vector<char> in;   // bytes received, not yet a whole message
   };
   struct Link {  // a sub-root linked to this head root
     net::Fd fd;
@@ -216,8 +216,8 @@ class RootServer {
   // What a join says about the communicator, checked against the first join: "" when it agrees.
   std::string configure(const JoinMessage& j) {
     if (!configured_) {
-      if (j.nranks < 1 || j.nIds < 1 || j.idIndex < 0 || j.idIndex >= j.nIds || j.shareLo < 0 ||
-          j.shareHi > j.nranks || j.shareLo >= j.shareHi)
+      if (j.nranks < 1 || j.nIds < 1 || j.idIndex < 0 || j.idIndex >= j.nIds || j.shareLo < 0 || j.shareHi > j.nranks ||
+          j.shareLo >= j.shareHi)
         return fmt::format("rank {} joined with nranks {}, id {} of {}, share {}..{}, which do not fit together",
                            j.rank, j.nranks, j.idIndex, j.nIds, j.shareLo, j.shareHi - 1);
       if (!ranks_.empty() && j.nranks != nranks())  // a sub-root's link came first
@@ -234,9 +234,10 @@ class RootServer {
       return fmt::format("rank {} says the communicator has {} ranks but rank(s) before it said {}", j.rank, j.nranks,
                          nranks());
     if (j.nIds != nIds_ || j.idIndex != idIndex_ || j.shareLo != share_.lo || j.shareHi != share_.hi)
-      return fmt::format("rank {} joined as id {} of {} (ranks {}..{}) but rank(s) before it as id {} of {} (ranks "
-                         "{}..{}): every rank must pass hocclCommInitRankScalable the same ids in the same order",
-                         j.rank, j.idIndex, j.nIds, j.shareLo, j.shareHi - 1, idIndex_, nIds_, share_.lo, share_.hi - 1);
+      return fmt::format(
+          "rank {} joined as id {} of {} (ranks {}..{}) but rank(s) before it as id {} of {} (ranks "
+          "{}..{}): every rank must pass hocclCommInitRankScalable the same ids in the same order",
+          j.rank, j.idIndex, j.nIds, j.shareLo, j.shareHi - 1, idIndex_, nIds_, share_.lo, share_.hi - 1);
     return "";
   }
 
@@ -502,8 +503,10 @@ class RootServer {
         ssize_t got = ::recv(head_.get(), chunk, sizeof(chunk), MSG_DONTWAIT);
         if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
         if (got <= 0) {
-          HOCCL_WARN(kBootstrap, "bootstrap root of id {}: the head root's connection closed; its ranks {}..{} can no "
-                     "longer share failures", idIndex_, share_.lo, share_.hi - 1);
+          HOCCL_WARN(kBootstrap,
+                     "bootstrap root of id {}: the head root's connection closed; its ranks {}..{} can no "
+                     "longer share failures",
+                     idIndex_, share_.lo, share_.hi - 1);
           return;
         }
         fromHead.insert(fromHead.end(), chunk, chunk + got);
@@ -647,8 +650,8 @@ class RootServer {
       std::lock_guard<std::mutex> lock(mutex_);
       link.fd.reset();
     }
-    HOCCL_WARN(kBootstrap, "bootstrap head root: the root of id {} (pid {}, ranks {}..{}) closed its link", link.idIndex,
-               link.pid, link.share.lo, link.share.hi - 1);
+    HOCCL_WARN(kBootstrap, "bootstrap head root: the root of id {} (pid {}, ranks {}..{}) closed its link",
+               link.idIndex, link.pid, link.share.lo, link.share.hi - 1);
     for (int r = link.share.lo; r < link.share.hi; ++r) {
       if (ranks_[r].info.pid == link.pid) closeRank(r);
       ranks_[r].via = -1;

@@ -38,10 +38,10 @@ inline std::vector<RankRange> childRanges(RankRange r, int fanout) {
 
 /// Where one rank sits in the gather tree of n ranks.
 struct TreePlace {
-  RankRange range;                ///< its subtree (range.lo is the rank itself)
-  int parent = -1;                ///< its parent (-1: the top, rank 0)
+  RankRange range;                  ///< its subtree (range.lo is the rank itself)
+  int parent = -1;                  ///< its parent (-1: the top, rank 0)
   std::vector<RankRange> children;  ///< its children's subtrees, in rank order (child = children[i].lo)
-  int depth = 0;                  ///< edges between it and rank 0
+  int depth = 0;                    ///< edges between it and rank 0
 };
 
 /// The place of `rank` (0 <= rank < n) in the gather tree of n ranks with the given fanout (>= 1).

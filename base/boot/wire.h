@@ -12,9 +12,9 @@ namespace hoccl::boot {
 
 /// A socket address in a fixed-size form (IPv4 or IPv6).
 struct AddressWire {
-  uint32_t length;     ///< valid bytes of `bytes` (0: none)
-  uint32_t reserved;   ///< 0
-  uint8_t bytes[32];   ///< a sockaddr_in or sockaddr_in6
+  uint32_t length;    ///< valid bytes of `bytes` (0: none)
+  uint32_t reserved;  ///< 0
+  uint8_t bytes[32];  ///< a sockaddr_in or sockaddr_in6
 };
 
 /// First message of a rank after the hello: who it is and where it listens (a RankInfo follows).
@@ -95,12 +95,12 @@ constexpr int32_t kRootLinkIndex = -9;
 
 /// Payload head of kLinkShare.
 struct ShareWire {
-  int32_t nranks;   ///< the communicator's size
-  int32_t idIndex;  ///< which id the sub-root serves
-  int32_t shareLo;  ///< its first rank
-  int32_t shareHi;  ///< one past its last rank
-  int32_t pid;      ///< the sub-root's process
-  int32_t reserved; ///< 0
+  int32_t nranks;    ///< the communicator's size
+  int32_t idIndex;   ///< which id the sub-root serves
+  int32_t shareLo;   ///< its first rank
+  int32_t shareHi;   ///< one past its last rank
+  int32_t pid;       ///< the sub-root's process
+  int32_t reserved;  ///< 0
 };
 
 /// Header of every message between two ranks of the gather tree (gather_tree.cc).

@@ -169,9 +169,10 @@ hocclResult_t hocclCommInitRankScalable(hocclComm_t* comm, int nranks, int rank,
       throwInvalidArgument(fmt::format("needs at least one unique id (nIds = {}, commIds = {})", nIds,
                                        static_cast<const void*>(commIds)));
     if (nIds > nranks)
-      throwInvalidArgument(fmt::format("nIds = {} is more than nranks = {}: every id needs at least one rank (rank r "
-                                       "joins id floor(r * nIds / nranks))",
-                                       nIds, nranks));
+      throwInvalidArgument(
+          fmt::format("nIds = {} is more than nranks = {}: every id needs at least one rank (rank r "
+                      "joins id floor(r * nIds / nranks))",
+                      nIds, nranks));
     ConfigView cfg = readConfig(config);
     const boot::Share share = boot::shareOf(rank, nranks, nIds);
     const boot::UniqueId job = boot::decode(commIds[0]);

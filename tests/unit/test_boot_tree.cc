@@ -80,8 +80,9 @@ struct Ranks {
   explicit Ranks(int n) : health(n), ranks(n) {
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r)
-      threads.emplace_back(
-          [this, r, n] { ranks[r] = std::make_unique<Bootstrap>(id, r, n, infoFor(r, 5000 + r, "treehost"), &health[r]); });
+      threads.emplace_back([this, r, n] {
+        ranks[r] = std::make_unique<Bootstrap>(id, r, n, infoFor(r, 5000 + r, "treehost"), &health[r]);
+      });
     for (auto& t : threads) t.join();
   }
 };
