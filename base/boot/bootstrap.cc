@@ -1,22 +1,33 @@
 /*
- * Rank side of the bootstrap: one connection to the root, mutually authenticated (handshake.h), protocol in
- * root_server.cc.
+ * Rank side of the bootstrap: one connection to the root (mutually authenticated, handshake.h; protocol in
+ * root_server.cc) and the links of the gather tree (gather_tree.cc), over which every exchange runs.
  *
- * The constructor joins synchronously (handshake, JoinMessage + RankInfo; the root answers kRootInfo and the rank table).
- * From then on one watcher thread per communicator owns every read of the connection: it waits in poll() on the
+ * The constructor joins synchronously: it opens this rank's tree listener (on the address its connection to the
+ * root leaves from: the interface that reaches the root reaches the other ranks), sends the handshake, JoinMessage +
+ * RankInfo, and waits for kRootInfo and kRootPlan (its parent's address and its neighbours' RankInfo). Then it starts
+ * the watcher, links the tree (connects to the parent, accepts the children, closes the listener) and all-gathers the
+ * rank table over it.
+ *
+ * From then on one watcher thread per communicator owns every read of the root connection: it waits in poll() on the
  * socket and on an eventfd (the destructor's wake-up), parses whole messages out of what arrived, and
- *   - queues kRootData (all-gather results) and kRootError / kRootTimeout texts for the thread waiting in allGather();
- *   - records kRootVerdict in the communicator's Health (Health::fail: every wait sees it with one atomic load);
+ *   - queues kRootError / kRootTimeout texts (a join that failed);
+ *   - records kRootVerdict in the communicator's Health (Health::fail: every wait sees it with one atomic load) and
+ *     signals the alert eventfd, which ends every exchange waiting in the tree;
  *   - on kRootClosing remembers that the root's process exits normally;
  *   - answers kRootPing with kRankPong (while a failure is being judged: the process is running, not stopped);
  *   - on the connection closing without kRootClosing warns that failures can no longer be shared (running
- *     operations go on: the data path still detects a peer that really died).
- * Writes (all-gather slots, reports, abort, goodbye) come from any thread, each message in one writeAll under a
- * mutex, so messages never interleave. The watcher never blocks anywhere but in poll(), so the destructor's wake-up
- * always ends it at once.
+ *     operations and exchanges go on: the tree and the data path still detect a peer that really died).
+ * Writes (reports, abort, goodbye) come from any thread, each message in one writeAll under a mutex, so messages
+ * never interleave. The watcher never blocks anywhere but in poll(), so the destructor's wake-up always ends it at
+ * once.
+ *
+ * An exchange that fails because of a neighbour (gather_tree.h: Blame) reports the neighbour to the root and waits
+ * briefly for the verdict, so that every rank fails with the same culprit; it first tells its own neighbours that it
+ * gave up (kTreeGaveUp), so that they wait for the verdict instead of blaming it.
  */
 #include "base/boot/bootstrap.h"
 
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -31,7 +42,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/boot/gather_tree.h"
 #include "base/boot/handshake.h"
+#include "base/boot/root_server.h"
 #include "base/boot/wire.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -56,10 +69,24 @@ std::vector<int> namedRanks(const std::string& text) {
   return out;
 }
 
+Share shareOf(int rank, int nranks, int nIds) {
+  Share s;
+  s.nIds = nIds;
+  s.idIndex = static_cast<int>(static_cast<int64_t>(rank) * nIds / nranks);
+  // The ranks of id k are those with floor(r * nIds / nranks) == k: from ceil(k * nranks / nIds) on.
+  auto first = [&](int k) { return static_cast<int>((static_cast<int64_t>(k) * nranks + nIds - 1) / nIds); };
+  s.lo = first(s.idIndex);
+  s.hi = std::min(nranks, first(s.idIndex + 1));
+  return s;
+}
+
 class Bootstrap::Impl {
  public:
   net::Fd fd;
-  net::Fd wake;  // eventfd: the destructor wakes the watcher through it
+  net::Fd wake;   // eventfd: the destructor wakes the watcher through it
+  net::Fd alert;  // eventfd: readable once a verdict is known (ends the exchanges waiting in the tree)
+  std::unique_ptr<GatherTree> tree;
+  std::mutex exchangeMutex;  // one exchange at a time
   std::string rootName;
   int rank = 0;
   Health* health = nullptr;
@@ -70,8 +97,7 @@ class Bootstrap::Impl {
   std::mutex writeMutex;     // one message at a time on the socket
   mutable std::mutex mutex;  // everything below
   std::condition_variable changed;
-  std::deque<std::vector<char>> data;  // all-gather results not yet taken
-  std::deque<Error> errors;            // failed bootstrap exchanges (kRootError, kRootTimeout)
+  std::deque<Error> errors;  // failed bootstrap exchanges (kRootError, kRootTimeout)
   std::optional<Verdict> verdict;
   bool rootClosing = false;  // the root announced a normal exit
   bool rootGone = false;     // the connection to the root is closed
@@ -123,6 +149,10 @@ class Bootstrap::Impl {
     }
     HOCCL_WARN(kBootstrap, "rank {}: the communicator failed: {}", rank, v.text);
     if (health) health->fail(v.text);
+    uint64_t one = 1;
+    if (alert && ::write(alert.get(), &one, sizeof(one)) != sizeof(one))
+      HOCCL_WARN(kBootstrap, "rank {}: could not signal the verdict to waiting exchanges: {}", rank,
+                 std::strerror(errno));
     changed.notify_all();
   }
 
@@ -161,11 +191,6 @@ class Bootstrap::Impl {
 
   void dispatch(const RootHeader& h, std::vector<char> payload) {
     switch (h.type) {
-      case kRootData: {
-        std::lock_guard<std::mutex> lock(mutex);
-        data.push_back(std::move(payload));
-        break;
-      }
       case kRootError:
       case kRootTimeout: {
         std::lock_guard<std::mutex> lock(mutex);
@@ -237,27 +262,56 @@ class Bootstrap::Impl {
 };
 
 Bootstrap::Bootstrap(const UniqueId& id, int rank, int nranks, const RankInfo& self, Health* health)
-    : impl_(std::make_unique<Impl>()), rank_(rank), nranks_(nranks), secret_(id.secret), commTag_(id.nonce) {
-  impl_->rootName = id.root.toString();
+    : Bootstrap(Contact(id), rank, nranks, self, health) {}
+
+Bootstrap::Bootstrap(const Contact& contact, int rank, int nranks, const RankInfo& self, Health* health)
+    : impl_(std::make_unique<Impl>()), rank_(rank), nranks_(nranks), secret_(contact.job.secret),
+      commTag_(contact.job.nonce) {
+  const UniqueId& root = contact.root;
+  const Share& share = contact.share;
+  impl_->rootName = root.root.toString();
   impl_->rank = rank;
   impl_->health = health;
+  const int hi = share.hi > 0 ? share.hi : nranks;
+  if (share.idIndex > 0 && rank == share.lo) {
+    // NCCL's rule for several ids: the first rank of each share created its id, so its root runs in this process.
+    if (!servesRoot(root))
+      throwInvalidUsage(fmt::format(
+          "rank {} is the first rank of the share of unique id {} (ranks {}..{} of {} with {} ids), so it must have "
+          "created that id itself (hocclGetUniqueId in this process) before hocclCommInitRankScalable; its root is not "
+          "served here",
+          rank, share.idIndex, share.lo, hi - 1, nranks, share.nIds));
+    handHeadId(root, contact.job);
+  }
   net::Deadline deadline = net::defaultDeadline();
-  impl_->fd = net::connectUntil(id.root, deadline,
+  impl_->fd = net::connectUntil(root.root, deadline,
                                 fmt::format("rank {}: joining the bootstrap root (HOCCL_COMM_ID / unique id)", rank));
-  authenticate(impl_->fd.get(), secret_, Hello{id.nonce, rank, -1, 0}, deadline,
+  authenticate(impl_->fd.get(), root.secret, Hello{root.nonce, rank, -1, 0}, deadline,
                fmt::format("rank {}: joining the bootstrap root at {}", rank, impl_->rootName),
                "Start every rank with the same HOCCL_AUTH_TOKEN (hoccl-run sets one for the whole job) or pass every "
                "rank the bytes of the same hocclGetUniqueId call; if they are the same, another job or program "
                "listens at that address (is HOCCL_COMM_ID's port shared with another job?)");
-  JoinMessage join{nranks, rank};
+  // The tree listener: on the address this end of the root connection has (the interface that reaches the root).
+  net::Address here;
+  here.length = sizeof(here.storage);
+  if (::getsockname(impl_->fd.get(), reinterpret_cast<sockaddr*>(&here.storage), &here.length) != 0)
+    throwSystemError(fmt::format("rank {}: getsockname on the bootstrap connection failed", rank), errno);
+  if (here.storage.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&here.storage)->sin_port = 0;
+  else reinterpret_cast<sockaddr_in6*>(&here.storage)->sin6_port = 0;
+  net::Address bound;
+  net::Fd listener = net::listenOn(here, &bound);
+  JoinMessage join{nranks, rank, share.lo, hi, share.idIndex, share.nIds, {}};
+  join.listener.length = std::min<uint32_t>(bound.length, sizeof(join.listener.bytes));
+  std::memcpy(join.listener.bytes, &bound.storage, join.listener.length);
   RankInfo info = self;
   info.rank = rank;
   net::writeAll(impl_->fd.get(), &join, sizeof(join), deadline, "bootstrap join");
   net::writeAll(impl_->fd.get(), &info, sizeof(info), deadline, "bootstrap join");
-  std::vector<char> table;
   // The root answers a join with missing ranks at its own HOCCL_TIMEOUT (kRootTimeout, naming them): a second more
   // here lets that answer arrive before this rank's own read gives up with less to say.
   const net::Deadline joinDeadline = deadline + std::chrono::seconds(1);
+  PlanWire plan{};
+  std::vector<RankInfo> known;
   while (true) {
     RootHeader h{};
     std::vector<char> payload = impl_->receiveJoin(&h, joinDeadline);
@@ -265,75 +319,94 @@ Bootstrap::Bootstrap(const UniqueId& id, int rank, int nranks, const RankInfo& s
       std::memcpy(&impl_->root, payload.data(), sizeof(RootInfoWire));
       continue;
     }
-    if (h.type != kRootData) continue;
-    table = std::move(payload);
+    if (h.type != kRootPlan) continue;
+    if (payload.size() < sizeof(plan) || (payload.size() - sizeof(plan)) % sizeof(RankInfo) != 0)
+      throwInternalError(fmt::format("rank {}: the bootstrap root sent a plan of {} bytes", rank, payload.size()));
+    std::memcpy(&plan, payload.data(), sizeof(plan));
+    known.resize((payload.size() - sizeof(plan)) / sizeof(RankInfo));
+    std::memcpy(known.data(), payload.data() + sizeof(plan), known.size() * sizeof(RankInfo));
     break;
   }
-  if (table.size() != sizeof(RankInfo) * static_cast<size_t>(nranks))
-    throwInternalError(fmt::format("rank {}: bootstrap root sent a rank table of {} bytes", rank, table.size()));
-  ranks_.resize(nranks);
-  std::memcpy(ranks_.data(), table.data(), table.size());
-  impl_->ranks = ranks_;
+  net::Address parentAddr;
+  parentAddr.length = std::min<socklen_t>(plan.parentAddr.length, sizeof(plan.parentAddr.bytes));
+  std::memcpy(&parentAddr.storage, plan.parentAddr.bytes, parentAddr.length);
   impl_->wake = net::Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!impl_->wake) throwSystemError(fmt::format("rank {}: eventfd() for the bootstrap watcher failed", rank), errno);
+  impl_->alert = net::Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!impl_->wake || !impl_->alert)
+    throwSystemError(fmt::format("rank {}: eventfd() for the bootstrap watcher failed", rank), errno);
+  impl_->tree = std::make_unique<GatherTree>(rank, nranks, std::max(1, plan.fanout), describeRank(info));
   impl_->watcher = std::thread([impl = impl_.get()] { impl->watch(); });
-  HOCCL_INFO(kBootstrap, "rank {}/{} joined the bootstrap at {}", rank, nranks, impl_->rootName);
+  try {
+    TreeOutcome o = impl_->tree->link(listener.get(), parentAddr, secret_, commTag_, known, deadline,
+                                      impl_->alert.get());
+    listener.reset();
+    if (o.kind != TreeOutcome::Ok) failExchange(o.kind, o.code, o.text, "linking the bootstrap tree");
+    ranks_.resize(nranks);
+    ranks_[rank] = info;
+    o = impl_->tree->allGather(reinterpret_cast<char*>(ranks_.data()), sizeof(RankInfo), deadline, impl_->alert.get());
+    if (o.kind != TreeOutcome::Ok) failExchange(o.kind, o.code, o.text, "the bootstrap all-gather of the rank table");
+  } catch (...) {
+    impl_->sendQuietly(kRankGoodbye, std::string(), "goodbye");
+    impl_->tree.reset();
+    uint64_t one = 1;
+    if (::write(impl_->wake.get(), &one, sizeof(one)) != sizeof(one)) std::abort();  // the watcher would never end
+    impl_->watcher.join();
+    throw;
+  }
+  for (int r = 0; r < nranks; ++r) ranks_[r].rank = r;
+  impl_->ranks = ranks_;
+  HOCCL_INFO(kBootstrap, "rank {}/{} joined the bootstrap at {} (tree parent {}, {} children)", rank, nranks,
+             impl_->rootName, plan.parent, impl_->tree->place().children.size());
 }
 
 Bootstrap::~Bootstrap() {
   if (!impl_->watcher.joinable()) return;
   impl_->sendQuietly(kRankGoodbye, std::string(), "goodbye");
+  impl_->tree.reset();  // kTreeBye to the neighbours (after the goodbye: the root never blames a rank that left)
   uint64_t one = 1;
   if (::write(impl_->wake.get(), &one, sizeof(one)) != sizeof(one))
     HOCCL_WARN(kBootstrap, "rank {}: could not wake the bootstrap watcher: {}", rank_, std::strerror(errno));
   impl_->watcher.join();
 }
 
-void Bootstrap::allGather(void* data, size_t bytes) {
-  auto* slots = static_cast<char*>(data);
-  auto stopped = [&](const std::string& why) {
-    throwRemoteError(fmt::format("rank {}: bootstrap all-gather stopped: {}", rank_, why));
+void Bootstrap::failExchange(int kind, int code, const std::string& text, const char* what) {
+  auto verdictText = [&]() -> std::optional<std::string> {
+    std::optional<Verdict> v = verdict();
+    if (v) return v->text;
+    return std::nullopt;
   };
-  if (auto v = verdict()) stopped(v->text);
-  net::Deadline deadline = net::defaultDeadline();
-  impl_->send(kRankSlot, slots + bytes * rank_, bytes, deadline, "bootstrap all-gather");
-  std::vector<char> all;
+  if (kind == TreeOutcome::Verdict)
+    throwRemoteError(fmt::format("rank {}: {} stopped: {}", rank_, what, verdictText().value_or("a verdict")));
+  // The neighbours waiting for this rank learn at once that it gave up, and why (they wait for the verdict).
+  if (impl_->tree) impl_->tree->leave(text, kind != TreeOutcome::Local);
+  if (kind == TreeOutcome::Local)
+    throw Error(static_cast<hocclResult_t>(code), fmt::format("rank {}: {} failed: {}", rank_, what, text));
+  if (kind == TreeOutcome::Blame) {
+    const std::string v = shareFailure(text);
+    throw Error(v.empty() ? static_cast<hocclResult_t>(code) : hocclRemoteError,
+                fmt::format("rank {}: {} failed: {}", rank_, what, v.empty() ? text : v));
+  }
+  // Follow: the failure is elsewhere and already reported; its verdict gives every rank the same words.
   {
     std::unique_lock<std::mutex> lock(impl_->mutex);
-    impl_->changed.wait_until(lock, deadline, [&] {
-      return !impl_->data.empty() || !impl_->errors.empty() || impl_->verdict || impl_->rootGone;
-    });
-    if (!impl_->data.empty()) {
-      all = std::move(impl_->data.front());
-      impl_->data.pop_front();
-    } else if (!impl_->errors.empty()) {
-      Error e = std::move(impl_->errors.front());
-      impl_->errors.pop_front();
-      lock.unlock();
-      throw e;
-    } else if (impl_->verdict) {
-      std::string text = impl_->verdict->text;
-      lock.unlock();
-      stopped(text);
-    } else if (impl_->rootGone) {
-      lock.unlock();
-      stopped(fmt::format("the bootstrap root at {} has exited", impl_->rootName));
-    } else {
-      lock.unlock();
-      throwTimeout(
-          fmt::format("rank {}: bootstrap all-gather stopped: no answer from the bootstrap root at {} within "
-                      "HOCCL_TIMEOUT: another rank has not reached the same init / hocclCommSplit / "
-                      "hocclCommFinalize (stuck, or calling a different operation); raise HOCCL_TIMEOUT if it is only "
-                      "slow",
-                      rank_, impl_->rootName));
-    }
+    impl_->changed.wait_for(lock, std::chrono::seconds(5), [&] { return impl_->verdict || impl_->rootGone; });
   }
-  if (all.size() != bytes * nranks_)
-    throwInvalidUsage(
-        fmt::format("rank {}: bootstrap all-gather got {} bytes, expected {} x {}: the ranks called "
-                    "different operations (a mismatched CommSplit or init?)",
-                    rank_, all.size(), nranks_, bytes));
-  std::memcpy(slots, all.data(), all.size());
+  if (auto v = verdictText()) throwRemoteError(fmt::format("rank {}: {} stopped: {}", rank_, what, *v));
+  throw Error(static_cast<hocclResult_t>(code), fmt::format("rank {}: {} stopped: {}", rank_, what, text));
+}
+
+void Bootstrap::allGather(void* data, size_t bytes) {
+  if (auto v = verdict()) throwRemoteError(fmt::format("rank {}: bootstrap all-gather stopped: {}", rank_, v->text));
+  if (bytes > kMaxSlotBytes / static_cast<size_t>(nranks_))
+    throwInvalidArgument(
+        fmt::format("rank {}: bootstrap all-gather of {} x {} bytes is larger than the bootstrap "
+                    "carries",
+                    rank_, nranks_, bytes));
+  std::lock_guard<std::mutex> lock(impl_->exchangeMutex);
+  if (!impl_->tree) throwRemoteError(fmt::format("rank {}: bootstrap all-gather after a failed one", rank_));
+  const TreeOutcome o = impl_->tree->allGather(static_cast<char*>(data), bytes, net::defaultDeadline(),
+                                               impl_->alert.get());
+  if (o.kind != TreeOutcome::Ok) failExchange(o.kind, o.code, o.text, "bootstrap all-gather");
 }
 
 void Bootstrap::barrier() {

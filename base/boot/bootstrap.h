@@ -1,10 +1,12 @@
 /// @file bootstrap.h
-/// The bootstrap network: how ranks find each other before any transport exists. The root of the unique id listens;
-/// every rank connects to it (proving the job secret), and the root relays all-gathers and barriers (a star). Each
-/// rank keeps its connection to the root for the communicator's lifetime, and that connection is also the job's
+/// The bootstrap network: how ranks find each other before any transport exists. Every rank joins the root of its
+/// unique id (proving the job secret) and opens a listener; the root tells each rank its parent in a gather tree
+/// over the ranks (tree_shape.h), and all-gathers and barriers then go over that tree, rank to rank (gather_tree.h),
+/// not through the root. Each rank keeps its connection to the root for the communicator's lifetime as the job's
 /// side channel for failures: a rank that detects a failure reports it, the root picks one culprit for the whole
 /// communicator and tells every rank (a Verdict, recorded in the communicator's Health), and a rank that aborts
-/// releases all others. The protocol is described at the top of root_server.cc.
+/// releases all others. With several unique ids (hocclCommInitRankScalable) each id's root meets only its share of
+/// the ranks. The protocol is described at the top of root_server.cc.
 #pragma once
 
 #include <chrono>
@@ -80,14 +82,40 @@ struct Verdict {
   std::string text;            ///< for people; starts with describeRank(culprit) when the culprit is a rank
 };
 
+/// Which root a rank joins when a communicator has several unique ids (hocclCommInitRankScalable).
+struct Share {
+  int idIndex = 0;  ///< the id of this rank's root (0: the head root)
+  int nIds = 1;     ///< ids in all
+  int lo = 0;       ///< first rank that joins the same root
+  int hi = 0;       ///< one past the last (0: nranks)
+};
+/// The share of `rank` among `nranks` ranks and `nIds` ids, as NCCL documents it: rank r joins id
+/// floor(r * nIds / nranks), so every id serves a contiguous range of ranks and its first rank creates it.
+Share shareOf(int rank, int nranks, int nIds);
+
+/// Whom a rank contacts at init: the root of its share's id, and the first id (the job's secret and tag).
+struct Contact {
+  UniqueId root;  ///< the id whose root this rank joins
+  UniqueId job;   ///< the first id: secret and tag of every rank-to-rank connection
+  Share share;    ///< this rank's share (hi 0: every rank)
+  /// A plain init: one id for everything.
+  Contact(const UniqueId& id) : root(id), job(id) {}  // NOLINT(google-explicit-constructor): a plain init is an id
+  /// Several ids: this rank's root, the first id, its share.
+  Contact(const UniqueId& r, const UniqueId& j, const Share& s) : root(r), job(j), share(s) {}
+};
+
 /// A connected bootstrap for one communicator.
 class Bootstrap {
  public:
-  /// Connects rank `rank` of `nranks` to the root of `id`, exchanges RankInfo. Rank 0 of a HOCCL_COMM_ID init also
-  /// hosts the root. Throws hocclTimeout when ranks are missing at HOCCL_TIMEOUT (naming them), InvalidUsage on a bad secret. Then watches the connection from
-  /// a background thread: the root's verdict, or the loss of the root, is recorded in `health` (when given) with
-  /// Health::fail.
+  /// Connects rank `rank` of `nranks` to the root of `id`, links it into the gather tree and all-gathers every
+  /// rank's RankInfo. Rank 0 of a HOCCL_COMM_ID init also hosts the root. Throws hocclTimeout when ranks are missing
+  /// at HOCCL_TIMEOUT (naming them), InvalidUsage on a bad secret. Then watches the root connection from a background
+  /// thread: the root's verdict, or the loss of the root, is recorded in `health` (when given) with Health::fail.
   Bootstrap(const UniqueId& id, int rank, int nranks, const RankInfo& self, Health* health = nullptr);
+  /// The same for a communicator of several ids: joins contact.root (the id of this rank's share), and uses
+  /// contact.job (the first id) for the secret and tag of every rank-to-rank connection. The first rank of a share other than the
+  /// first must be the process that created its id (it hands that root the first id).
+  Bootstrap(const Contact& contact, int rank, int nranks, const RankInfo& self, Health* health = nullptr);
   /// Says goodbye to the root (so that this rank is never blamed for leaving), stops the watcher and disconnects.
   ~Bootstrap();
   Bootstrap(const Bootstrap&) = delete;
@@ -103,8 +131,9 @@ class Bootstrap {
   const net::Secret& secret() const { return secret_; }
   /// A 64-bit tag unique to this communicator (for connection hellos and shared-memory names).
   uint64_t commTag() const { return commTag_; }
-  /// All-gather: data holds nranks slots of `bytes` bytes; this rank's slot is filled in, the others are received.
-  /// Throws hocclTimeout when the round is not complete within HOCCL_TIMEOUT, hocclRemoteError on a failure.
+  /// All-gather over the gather tree: data holds nranks slots of `bytes` bytes; this rank's slot is filled in, the
+  /// others are received. Collective; one at a time. Throws hocclTimeout when a neighbour gives no answer within
+  /// HOCCL_TIMEOUT, hocclRemoteError on a failure (the root's verdict: the same culprit on every rank).
   void allGather(void* data, size_t bytes);
   /// Waits until every rank has called barrier().
   void barrier();
@@ -131,6 +160,7 @@ class Bootstrap {
   std::unique_ptr<Impl> impl_;
   int rank_;
   int nranks_;
+  [[noreturn]] void failExchange(int kind, int code, const std::string& text, const char* what);
   std::vector<RankInfo> ranks_;
   net::Secret secret_{};
   uint64_t commTag_ = 0;

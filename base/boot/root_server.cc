@@ -3,12 +3,13 @@
  * itself when every rank has disconnected or the job never assembled.
  *
  * Protocol (messages in wire.h; every message after the join is a header and `bytes` of payload):
- *   join      rank -> root  the handshake (handshake.h: both sides prove the job secret), JoinMessage, RankInfo
- *             root -> rank  kRootInfo (the root's pid and host), then kRootData with every rank's RankInfo, or
- *                           kRootError (a bad size, a duplicate rank), kRootTimeout (ranks missing at HOCCL_TIMEOUT)
- *   rounds    rank -> root  kRankSlot: its slot of an all-gather (barrier = all-gather of one byte)
- *             root -> rank  kRootData: all slots, once every rank sent one; kRootError when a rank the round waits
- *                           for has left with a goodbye (the ranks called different operations)
+ *   join      rank -> root  the handshake (handshake.h: both sides prove the job secret), JoinMessage (with the
+ *                           address where the rank listens for its children in the gather tree), RankInfo
+ *             root -> rank  kRootInfo (the root's pid and host), then kRootPlan: the rank's parent in the gather
+ *                           tree, where it listens, and the RankInfo of its parent and children; or kRootError (a bad
+ *                           size, a duplicate rank), kRootTimeout (ranks missing at HOCCL_TIMEOUT)
+ *   exchanges               none: all-gathers and barriers go over the gather tree between the ranks (gather_tree.cc);
+ *                           the root only sends each rank its plan (a few hundred bytes), never the rank table
  *   failures  rank -> root  kRankReport: a failure this rank detected; the text names its suspects as
  *                           "rank N (host H, pid P)" (describeRank)
  *             rank -> root  kRankAbort: this rank called hocclCommAbort
@@ -17,15 +18,24 @@
  *   leaving   rank -> root  kRankGoodbye, then close: a normal end (hocclCommDestroy); never blamed
  *             root -> rank  kRootClosing: the root's process exits normally (sent from an atexit handler)
  *
+ * Several roots (hocclCommInitRankScalable with nIds ids): rank r joins the root of id floor(r * nIds / nranks), so
+ * each root meets only its share of the ranks. The root of id 0 is the head; every other root is a sub-root: once
+ * its share has joined it links to the head (authenticated with id 0's secret, which the first rank of its share,
+ * in the sub-root's own process, hands it: handHeadId), sends the share's joins (kLinkShare), and from then on only
+ * relays: every message of its ranks goes to the head (kLinkFromRank, kLinkClosed), every message of the head to
+ * its rank (kLinkToRank). The head sees relayed ranks as if they were connected to it, so plans, pings and verdicts
+ * are decided in one place for the whole communicator.
+ *
  * The root reads every connection all the time (poll on all of them, whole messages parsed out of what arrived, so
  * a stopped rank never blocks it) and keeps one state per rank: live, leaving (said goodbye), gone (closed after a
  * goodbye) or lost (closed without one: killed, crashed, or exited without destroying its communicator).
  *
  * A lost rank alone is no failure: a rank may exit (even with _exit) once its part is done while others still finish
- * theirs, and that looks the same as a kill. It becomes the culprit as soon as somebody needs it: a bootstrap round
- * it has not contributed to, or a report that names it. The ranks that wait on it directly see it through their data
- * path within ~0.1 s (shm watches the pid, tcp sees the close); their reports reach the root, and the root's verdict
- * then releases every other rank, including those that only wait on survivors.
+ * theirs, and that looks the same as a kill. It becomes the culprit as soon as somebody needs it:
+ * a report that names it (a gather-tree neighbour waiting for it in a bootstrap exchange, or a peer of its data path).
+ * The ranks that wait on it directly see it within ~0.1 s (a closed link; shm watches the pid, tcp sees the close);
+ * their reports reach the root, and the root's verdict then releases every other rank, including those that only
+ * wait on survivors.
  *
  * The verdict, once per communicator, picked from the reports received (in order) and the connection states:
  *   1. an abort: the rank that aborted;
@@ -59,6 +69,7 @@
 #include <vector>
 
 #include "base/boot/handshake.h"
+#include "base/boot/tree_shape.h"
 #include "base/boot/wire.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -71,13 +82,18 @@ using Clock = net::Clock;
 constexpr auto kSettle = std::chrono::milliseconds(600);
 // How long a running rank may take to answer a ping.
 constexpr auto kPingWait = std::chrono::milliseconds(300);
+// Children per rank in the gather tree (tree_shape.h): depth log4(n), 1 + 4 links per rank.
+constexpr int kTreeFanout = 4;
 
 class RootServer;
 
-// Live root servers of this process, told at exit that their process is ending normally.
+// Live root servers of this process, told at exit that their process is ending normally; and the head ids that
+// ranks of this process handed to the sub-roots this process serves (handHeadId), by the sub-root's nonce.
 struct Registry {
   std::mutex mutex;
   std::vector<RootServer*> servers;
+  std::vector<uint64_t> serving;         // nonces of the roots started here and still running
+  std::map<uint64_t, UniqueId> headIds;  // sub-root nonce -> the head root's id
 };
 Registry& registry() {
   static Registry* r = new Registry;  // never destroyed: used from an atexit handler
@@ -90,6 +106,22 @@ std::string joinRanks(const std::vector<int>& ranks) {
   return out;
 }
 
+AddressWire toWire(const net::Address& a) {
+  AddressWire w{};
+  w.length = std::min<uint32_t>(a.length, sizeof(w.bytes));
+  std::memcpy(w.bytes, &a.storage, w.length);
+  return w;
+}
+
+// One message (a header of type H and a payload) in one buffer.
+template <class H>
+std::vector<char> frame(const H& h, const void* data, size_t bytes) {
+  std::vector<char> buf(sizeof(H) + bytes);
+  std::memcpy(buf.data(), &h, sizeof(h));
+  if (bytes) std::memcpy(buf.data() + sizeof(h), data, bytes);
+  return buf;
+}
+
 class RootServer {
  public:
   RootServer(net::Fd listener, const UniqueId& id) : listener_(std::move(listener)), id_(id), pid_(::getpid()) {}
@@ -100,7 +132,14 @@ class RootServer {
       releaseThreadCryptoState();  // the handshakes are over; this thread may still run when the process exits
       if (assembled) {
         enroll();
-        serve();
+        if (idIndex_ > 0) {
+          const bool linked = linkToHead();
+          releaseThreadCryptoState();  // linking to the head was a handshake too
+          if (linked) relay();
+        } else {
+          sendPlans();
+          serve();
+        }
       }
     } catch (const std::exception& e) {
       HOCCL_WARN(kBootstrap, "bootstrap root at {} stopped: {}", id_.root.toString(), e.what());
@@ -115,11 +154,15 @@ class RootServer {
     if (::getpid() != pid_) return;  // a forked child's copy of a parent's root
     std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return;  // the root is writing: never block an exiting process
-    for (auto& r : ranks_) {
-      if (!r.fd) continue;
-      RootHeader h{kRootClosing, -1, 0};
+    const RootHeader h{kRootClosing, -1, 0};
+    const auto until = Clock::now() + std::chrono::milliseconds(100);
+    for (size_t r = 0; r < ranks_.size(); ++r) {
       try {
-        net::writeAll(r.fd.get(), &h, sizeof(h), Clock::now() + std::chrono::milliseconds(100), "root closing");
+        if (ranks_[r].fd) net::writeAll(ranks_[r].fd.get(), &h, sizeof(h), until, "root closing");
+        else if (ranks_[r].via >= 0 && links_[ranks_[r].via].fd) {
+          std::vector<char> m = frame(LinkHeader{kLinkToRank, static_cast<int32_t>(r), sizeof(h)}, &h, sizeof(h));
+          net::writeAll(links_[ranks_[r].via].fd.get(), m.data(), m.size(), until, "root closing");
+        }
       } catch (const Error&) {
       }
     }
@@ -128,12 +171,21 @@ class RootServer {
  private:
   enum class State { Live, Leaving, Gone, Lost };
   struct Rank {
-    net::Fd fd;
+    net::Fd fd;            // direct connection (-1: not joined, relayed, or closed)
+    int via = -1;          // the sub-root link that relays it (head root only; -1: direct or absent)
+    bool present = false;  // joined (directly or through a link)
     RankInfo info;
+    AddressWire listener{};  // where it accepts its gather-tree children
     State state = State::Live;
-    bool answered = false;                // to the last ping (or reported: it runs)
-    std::vector<char> in;                 // bytes received, not yet a whole message
-    std::deque<std::vector<char>> slots;  // all-gather slots, oldest first
+    bool answered = false;  // to the last ping (or reported: it runs)
+    std::vector<char> in;   // bytes received, not yet a whole message
+  };
+  struct Link {  // a sub-root linked to this head root
+    net::Fd fd;
+    int idIndex = 0;
+    int pid = 0;
+    RankRange share;
+    std::vector<char> in;
   };
   struct Report {
     int reporter;
@@ -150,23 +202,65 @@ class RootServer {
     std::lock_guard<std::mutex> lock(registry().mutex);
     auto& s = registry().servers;
     s.erase(std::remove(s.begin(), s.end(), this), s.end());
+    auto& n = registry().serving;
+    n.erase(std::remove(n.begin(), n.end(), id_.nonce), n.end());
+    registry().headIds.erase(id_.nonce);
   }
 
   int nranks() const { return static_cast<int>(ranks_.size()); }
   std::string who(int r) const { return describeRank(ranks_[r].info); }
+  // The ranks this root waits for: its share (a sub-root) or all (the head).
+  RankRange domain() const { return idIndex_ > 0 ? share_ : RankRange{0, nranks()}; }
+  bool complete() const {
+    if (ranks_.empty()) return false;
+    for (int r = domain().lo; r < domain().hi; ++r)
+      if (!ranks_[r].present) return false;
+    return true;
+  }
 
-  // Accepts nranks authenticated ranks (handshake.h: all connections at once, each with its own short deadline, so
-  // strangers and idle sockets cannot delay the job), then sends each the root's identity and the RankInfo table.
+  // What a join says about the communicator, checked against the first join: "" when it agrees.
+  std::string configure(const JoinMessage& j) {
+    if (!configured_) {
+      if (j.nranks < 1 || j.nIds < 1 || j.idIndex < 0 || j.idIndex >= j.nIds || j.shareLo < 0 || j.shareHi > j.nranks ||
+          j.shareLo >= j.shareHi)
+        return fmt::format("rank {} joined with nranks {}, id {} of {}, share {}..{}, which do not fit together",
+                           j.rank, j.nranks, j.idIndex, j.nIds, j.shareLo, j.shareHi - 1);
+      if (!ranks_.empty() && j.nranks != nranks())  // a sub-root's link came first
+        return fmt::format("rank {} says the communicator has {} ranks but a linked root said {}", j.rank, j.nranks,
+                           nranks());
+      configured_ = true;
+      ranks_.resize(j.nranks);
+      nIds_ = j.nIds;
+      idIndex_ = j.idIndex;
+      share_ = {j.shareLo, j.shareHi};
+      return "";
+    }
+    if (j.nranks != nranks())
+      return fmt::format("rank {} says the communicator has {} ranks but rank(s) before it said {}", j.rank, j.nranks,
+                         nranks());
+    if (j.nIds != nIds_ || j.idIndex != idIndex_ || j.shareLo != share_.lo || j.shareHi != share_.hi)
+      return fmt::format(
+          "rank {} joined as id {} of {} (ranks {}..{}) but rank(s) before it as id {} of {} (ranks "
+          "{}..{}): every rank must pass hocclCommInitRankScalable the same ids in the same order",
+          j.rank, j.idIndex, j.nIds, j.shareLo, j.shareHi - 1, idIndex_, nIds_, share_.lo, share_.hi - 1);
+    return "";
+  }
+
+  // Accepts the ranks of this root's share, each authenticated (handshake.h: all connections at once, each with its
+  // own short deadline, so strangers and idle sockets cannot delay the job); the head root also accepts the links of
+  // the sub-roots, each bringing its share. A sub-root then tells its ranks who it is.
   bool assemble() {
     net::Deadline deadline = net::defaultDeadline();
     Acceptor acceptor(listener_.get(), id_.secret, -1, "the bootstrap root at " + id_.root.toString());
-    int n = -1;
-    size_t joined = 0;
-    while (n < 0 || static_cast<int>(joined) < n) {
+    while (!complete()) {
       std::optional<Acceptor::Peer> peer = acceptor.next(deadline);
       if (!peer) {
-        reportMissing(n);
+        reportMissing();
         return false;
+      }
+      if (peer->hello.index == kRootLinkIndex) {
+        acceptLink(std::move(*peer), deadline);
+        continue;
       }
       net::Fd fd = std::move(peer->fd);
       if (peer->hello.tag != id_.nonce) {
@@ -189,21 +283,14 @@ class RootServer {
                    peer->from, e.what());
         continue;
       }
-      if (join.rank != peer->hello.rank) {
-        sendError(fd.get(), join.rank,
-                  fmt::format("rank {} joined with a handshake made for rank {}", join.rank, peer->hello.rank));
-        continue;
-      }
-      if (n < 0 && join.nranks > 0) {
-        n = join.nranks;
-        ranks_.resize(n);
-      }
       std::string problem;
-      if (join.nranks != n)
-        problem = fmt::format("rank {} says the communicator has {} ranks but rank(s) before it said {}", join.rank,
-                              join.nranks, n);
-      else if (join.rank < 0 || join.rank >= n) problem = fmt::format("rank {} is outside 0..{}", join.rank, n - 1);
-      else if (ranks_[join.rank].fd)
+      if (join.rank != peer->hello.rank)
+        problem = fmt::format("rank {} joined with a handshake made for rank {}", join.rank, peer->hello.rank);
+      else problem = configure(join);
+      if (problem.empty() && (join.rank < share_.lo || join.rank >= share_.hi))
+        problem = fmt::format("rank {} is outside {}..{}, the ranks of this root (id {} of {})", join.rank, share_.lo,
+                              share_.hi - 1, idIndex_, nIds_);
+      else if (problem.empty() && ranks_[join.rank].present)
         problem = fmt::format("two processes both claim rank {} (check HOCCL_RANK / the launcher)", join.rank);
       if (!problem.empty()) {
         HOCCL_WARN(kBootstrap, "bootstrap root: {}", problem);
@@ -211,40 +298,259 @@ class RootServer {
         continue;
       }
       info.rank = join.rank;
-      ranks_[join.rank].fd = std::move(fd);
-      ranks_[join.rank].info = info;
-      ++joined;
+      Rank& rk = ranks_[join.rank];
+      rk.fd = std::move(fd);
+      rk.info = info;
+      rk.listener = join.listener;
+      rk.present = true;
     }
-    RootInfoWire me{};
-    me.pid = static_cast<int32_t>(pid_);
-    ::gethostname(me.hostname, sizeof(me.hostname) - 1);
-    std::vector<RankInfo> table;
-    for (const auto& r : ranks_) table.push_back(r.info);
-    for (int r = 0; r < n; ++r) {
-      send(r, kRootInfo, -1, &me, sizeof(me), deadline);
-      send(r, kRootData, -1, table.data(), table.size() * sizeof(RankInfo), deadline);
+    if (idIndex_ > 0) {
+      RootInfoWire me = myInfo();
+      for (int r = share_.lo; r < share_.hi; ++r) send(r, kRootInfo, -1, &me, sizeof(me), deadline);
     }
     return true;
   }
 
-  void reportMissing(int n) {
-    std::string missing;
-    for (int r = 0; r < n; ++r)
-      if (!ranks_[r].fd) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+  RootInfoWire myInfo() const {
+    RootInfoWire me{};
+    me.pid = static_cast<int32_t>(pid_);
+    ::gethostname(me.hostname, sizeof(me.hostname) - 1);
+    return me;
+  }
+
+  // The head root: a sub-root's link and the joins of its share.
+  void acceptLink(Acceptor::Peer peer, net::Deadline deadline) {
+    const std::string from = fmt::format("the bootstrap root of id {} ({})", peer.hello.rank, peer.from);
+    try {
+      net::Deadline by = std::min(deadline, Clock::now() + kHandshakeWait);
+      LinkHeader h{};
+      ShareWire sw{};
+      net::readAll(peer.fd.get(), &h, sizeof(h), by, "bootstrap link");
+      net::readAll(peer.fd.get(), &sw, sizeof(sw), by, "bootstrap link");
+      const uint64_t entry = sizeof(JoinMessage) + sizeof(RankInfo);
+      std::string problem;
+      if (h.type != kLinkShare || sw.nranks < 1 || sw.shareLo < 0 || sw.shareHi > sw.nranks ||
+          sw.shareLo >= sw.shareHi || h.bytes != sizeof(sw) + entry * uint64_t(sw.shareHi - sw.shareLo))
+        problem = fmt::format("{} sent a malformed share", from);
+      else if (peer.hello.tag != id_.nonce)
+        problem = fmt::format("{} links to another communicator (tag {:#x}, this head root serves {:#x})", from,
+                              peer.hello.tag, id_.nonce);
+      else if (!ranks_.empty() && (idIndex_ != 0 || sw.nranks != nranks()))
+        problem = fmt::format("{} has a share of a communicator of {} ranks, but this root serves id {} of {} ranks",
+                              from, sw.nranks, idIndex_, nranks());
+      if (!problem.empty()) {
+        HOCCL_WARN(kBootstrap, "bootstrap root: {}", problem);
+        return;
+      }
+      if (ranks_.empty()) ranks_.resize(sw.nranks);  // nIds_ and the head's own share come with its first rank
+      std::vector<std::pair<JoinMessage, RankInfo>> joins(sw.shareHi - sw.shareLo);
+      for (auto& [j, info] : joins) {
+        net::readAll(peer.fd.get(), &j, sizeof(j), by, "bootstrap link");
+        net::readAll(peer.fd.get(), &info, sizeof(info), by, "bootstrap link");
+        if (j.rank < sw.shareLo || j.rank >= sw.shareHi || ranks_[j.rank].present)
+          throwInvalidUsage(fmt::format("{} relays rank {}, outside its share {}..{} or already joined", from, j.rank,
+                                        sw.shareLo, sw.shareHi - 1));
+      }
+      Link link;
+      link.fd = std::move(peer.fd);
+      link.idIndex = sw.idIndex;
+      link.pid = sw.pid;
+      link.share = {sw.shareLo, sw.shareHi};
+      for (auto& [j, info] : joins) {
+        Rank& rk = ranks_[j.rank];
+        rk.info = info;
+        rk.info.rank = j.rank;
+        rk.listener = j.listener;
+        rk.via = static_cast<int>(links_.size());
+        rk.present = true;
+      }
+      links_.push_back(std::move(link));
+      HOCCL_INFO(kBootstrap, "bootstrap head root at {}: {} linked with ranks {}..{}", id_.root.toString(), from,
+                 sw.shareLo, sw.shareHi - 1);
+    } catch (const Error& e) {
+      HOCCL_WARN(kBootstrap, "bootstrap root: {} failed to link: {}", from, e.what());
+    }
+  }
+
+  // The head root: every rank's place in the gather tree, and its neighbours' names.
+  void sendPlans() {
+    const net::Deadline deadline = net::defaultDeadline();
+    RootInfoWire me = myInfo();
+    for (int r = 0; r < nranks(); ++r) {
+      const TreePlace place = treePlace(nranks(), r, kTreeFanout);
+      PlanWire plan{};
+      plan.parent = place.parent;
+      plan.fanout = kTreeFanout;
+      if (place.parent >= 0) plan.parentAddr = ranks_[place.parent].listener;
+      std::vector<char> payload(sizeof(plan));
+      std::memcpy(payload.data(), &plan, sizeof(plan));
+      auto add = [&](int q) {
+        const char* p = reinterpret_cast<const char*>(&ranks_[q].info);
+        payload.insert(payload.end(), p, p + sizeof(RankInfo));
+      };
+      if (place.parent >= 0) add(place.parent);
+      for (const RankRange& c : place.children) add(c.lo);
+      if (ranks_[r].fd) send(r, kRootInfo, -1, &me, sizeof(me), deadline);  // a sub-root sent its own to its ranks
+      send(r, kRootPlan, -1, payload.data(), payload.size(), deadline);
+    }
+  }
+
+  void reportMissing() {
+    std::vector<int> missing;
+    const RankRange d = domain();
+    for (int r = d.lo; r < d.hi && !ranks_.empty(); ++r)
+      if (!ranks_[r].present) missing.push_back(r);
     std::string msg =
-        n < 0 ? "no rank connected to the bootstrap root before HOCCL_TIMEOUT"
-              : fmt::format(
-                    "rank(s) {} never joined the bootstrap at {} before HOCCL_TIMEOUT; check that every rank was "
-                    "started with the same unique id / HOCCL_COMM_ID",
-                    missing, id_.root.toString());
+        ranks_.empty() ? std::string("no rank connected to the bootstrap root before HOCCL_TIMEOUT")
+                       : fmt::format(
+                             "rank(s) {} never joined the bootstrap at {} before HOCCL_TIMEOUT; check that every rank "
+                             "was started with the same unique id(s) / HOCCL_COMM_ID{}",
+                             joinRanks(missing), id_.root.toString(),
+                             nIds_ > 1 ? " (with several ids: is every id's root up, served by the first rank of its "
+                                         "share?)"
+                                       : "");
     HOCCL_WARN(kBootstrap, "{}", msg);
     for (int r = 0; r < nranks(); ++r) sendText(r, kRootTimeout, -1, msg);
   }
 
-  // Serves rounds and failures until every rank has disconnected.
+  // A sub-root whose share is complete: links to the head root with the id that the first rank of its share handed
+  // over (handHeadId), and sends it the share's joins. False (after telling its ranks why) when it cannot.
+  bool linkToHead() {
+    std::optional<UniqueId> head;
+    {
+      std::lock_guard<std::mutex> lock(registry().mutex);
+      auto it = registry().headIds.find(id_.nonce);
+      if (it != registry().headIds.end()) head = it->second;
+    }
+    std::string problem;
+    if (!head)
+      problem = fmt::format(
+          "the bootstrap root of id {} (at {}) does not know the head root (id 0): rank {}, the first rank of its "
+          "share, must create id {} itself (hocclGetUniqueId in its own process) and pass it to "
+          "hocclCommInitRankScalable",
+          idIndex_, id_.root.toString(), share_.lo, idIndex_);
+    try {
+      if (!head) throwInvalidUsage(problem);
+      const net::Deadline deadline = net::defaultDeadline();
+      const std::string what = fmt::format("the bootstrap root of id {} linking to the head root at {}", idIndex_,
+                                           head->root.toString());
+      head_ = net::connectUntil(head->root, deadline, what);
+      authenticate(head_.get(), head->secret, Hello{head->nonce, idIndex_, -1, kRootLinkIndex}, deadline, what,
+                   "pass every rank the same ids, in the same order");
+      ShareWire sw{nranks(), idIndex_, share_.lo, share_.hi, static_cast<int32_t>(pid_), 0};
+      std::vector<char> payload(reinterpret_cast<const char*>(&sw), reinterpret_cast<const char*>(&sw) + sizeof(sw));
+      for (int r = share_.lo; r < share_.hi; ++r) {
+        JoinMessage j{nranks(), r, share_.lo, share_.hi, idIndex_, nIds_, ranks_[r].listener};
+        payload.insert(payload.end(), reinterpret_cast<const char*>(&j), reinterpret_cast<const char*>(&j) + sizeof(j));
+        const char* info = reinterpret_cast<const char*>(&ranks_[r].info);
+        payload.insert(payload.end(), info, info + sizeof(RankInfo));
+      }
+      std::vector<char> m = frame(LinkHeader{kLinkShare, -1, payload.size()}, payload.data(), payload.size());
+      net::writeAll(head_.get(), m.data(), m.size(), deadline, what);
+      return true;
+    } catch (const Error& e) {
+      HOCCL_WARN(kBootstrap, "bootstrap root of id {}: {}", idIndex_, e.what());
+      broadcastError(e.what());
+      return false;
+    }
+  }
+
+  // A sub-root: relays whole messages between its ranks and the head root until every rank has disconnected or the
+  // head is gone (then its ranks' connections close: they warn that failures are no longer shared).
+  void relay() {
+    std::vector<pollfd> pfds;
+    std::vector<int> owner;  // rank, or -1 for the head
+    std::vector<char> fromHead;
+    char chunk[64 << 10];
+    while (true) {
+      pfds.assign(1, pollfd{head_.get(), POLLIN, 0});
+      owner.assign(1, -1);
+      for (int r = share_.lo; r < share_.hi; ++r)
+        if (ranks_[r].fd) {
+          pfds.push_back({ranks_[r].fd.get(), POLLIN, 0});
+          owner.push_back(r);
+        }
+      if (pfds.size() == 1) return;
+      int rc = ::poll(pfds.data(), pfds.size(), 1000);
+      if (rc < 0 && errno != EINTR) throwSystemError("poll in a bootstrap sub-root failed", errno);
+      for (size_t i = 1; rc > 0 && i < pfds.size(); ++i) {
+        if (!pfds[i].revents) continue;
+        const int r = owner[i];
+        Rank& rk = ranks_[r];
+        ssize_t got = ::recv(rk.fd.get(), chunk, sizeof(chunk), MSG_DONTWAIT);
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+        bool closed = got <= 0;
+        if (!closed) {
+          rk.in.insert(rk.in.end(), chunk, chunk + got);
+          size_t used = 0;
+          while (true) {
+            const Frame f = nextRankMessage(rk.in.data() + used, rk.in.size() - used);
+            if (f.status == Frame::Partial) break;
+            if (f.status == Frame::Malformed) {
+              closed = true;
+              break;
+            }
+            const size_t len = sizeof(RankHeader) + f.bytes;
+            toHead(LinkHeader{kLinkFromRank, r, len}, rk.in.data() + used, len);
+            used += len;
+          }
+          rk.in.erase(rk.in.begin(), rk.in.begin() + used);
+        }
+        if (closed) {
+          {
+            std::lock_guard<std::mutex> lock(mutex_);
+            rk.fd.reset();
+          }
+          toHead(LinkHeader{kLinkClosed, r, 0}, nullptr, 0);
+        }
+      }
+      if (rc > 0 && pfds[0].revents) {
+        ssize_t got = ::recv(head_.get(), chunk, sizeof(chunk), MSG_DONTWAIT);
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+        if (got <= 0) {
+          HOCCL_WARN(kBootstrap,
+                     "bootstrap root of id {}: the head root's connection closed; its ranks {}..{} can no "
+                     "longer share failures",
+                     idIndex_, share_.lo, share_.hi - 1);
+          return;
+        }
+        fromHead.insert(fromHead.end(), chunk, chunk + got);
+        size_t used = 0;
+        while (fromHead.size() - used >= sizeof(LinkHeader)) {
+          LinkHeader h;
+          std::memcpy(&h, fromHead.data() + used, sizeof(h));
+          if (h.bytes > kMaxSlotBytes) throwInternalError("the head root sent a message larger than any it sends");
+          if (fromHead.size() - used - sizeof(h) < h.bytes) break;
+          if (h.type == kLinkToRank && h.rank >= share_.lo && h.rank < share_.hi && ranks_[h.rank].fd) {
+            std::lock_guard<std::mutex> lock(mutex_);
+            try {
+              net::writeAll(ranks_[h.rank].fd.get(), fromHead.data() + used + sizeof(h), h.bytes,
+                            Clock::now() + std::chrono::seconds(2), "bootstrap sub-root relay");
+            } catch (const Error&) {  // the rank is gone: its close comes through poll
+            }
+          }
+          used += sizeof(h) + h.bytes;
+        }
+        fromHead.erase(fromHead.begin(), fromHead.begin() + used);
+      }
+    }
+  }
+
+  void toHead(const LinkHeader& h, const void* data, size_t bytes) {
+    std::vector<char> m = frame(h, data, bytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    try {
+      if (head_) net::writeAll(head_.get(), m.data(), m.size(), Clock::now() + std::chrono::seconds(5), "relay");
+    } catch (const Error& e) {
+      HOCCL_WARN(kBootstrap, "bootstrap root of id {}: relaying to the head root failed: {}", idIndex_, e.what());
+      head_.reset();
+    }
+  }
+
+  // The head root: serves failures (its own ranks and the sub-roots' links) until every rank has disconnected.
   void serve() {
     std::vector<pollfd> pfds;
-    std::vector<int> owner;
+    std::vector<int> owner;  // rank >= 0, or -1 - link index
     while (true) {
       pfds.clear();
       owner.clear();
@@ -252,6 +558,11 @@ class RootServer {
         if (ranks_[r].fd) {
           pfds.push_back({ranks_[r].fd.get(), POLLIN, 0});
           owner.push_back(r);
+        }
+      for (size_t l = 0; l < links_.size(); ++l)
+        if (links_[l].fd) {
+          pfds.push_back({links_[l].fd.get(), POLLIN, 0});
+          owner.push_back(-1 - static_cast<int>(l));
         }
       if (pfds.empty()) return;
       int timeoutMs = 1000;
@@ -263,10 +574,30 @@ class RootServer {
       int rc = ::poll(pfds.data(), pfds.size(), timeoutMs);
       if (rc < 0 && errno != EINTR) throwSystemError("poll in the bootstrap root failed", errno);
       for (size_t i = 0; rc > 0 && i < pfds.size(); ++i)
-        if (pfds[i].revents) readFrom(owner[i]);
+        if (pfds[i].revents) owner[i] >= 0 ? readFrom(owner[i]) : readLink(-1 - owner[i]);
       decide();
-      advanceRounds();
     }
+  }
+
+  // Handles every whole message at the front of `in` from rank r; false when one is malformed.
+  bool parse(int r, std::vector<char>& in) {
+    size_t used = 0;
+    bool ok = true;
+    while (true) {
+      const Frame f = nextRankMessage(in.data() + used, in.size() - used);
+      if (f.status == Frame::Partial) break;
+      if (f.status == Frame::Malformed) {
+        HOCCL_WARN(kBootstrap, "bootstrap root: {} sent a malformed message (type {}, {} bytes); dropping it", who(r),
+                   f.type, f.bytes);
+        ok = false;
+        break;
+      }
+      const char* body = in.data() + used + sizeof(RankHeader);
+      handle(r, f.type, std::vector<char>(body, body + f.bytes));
+      used += sizeof(RankHeader) + f.bytes;
+    }
+    in.erase(in.begin(), in.begin() + used);
+    return ok;
   }
 
   // Takes what arrived from rank r and handles every whole message in it.
@@ -280,28 +611,60 @@ class RootServer {
       return;
     }
     rk.in.insert(rk.in.end(), chunk, chunk + got);
+    if (!parse(r, rk.in)) closeRank(r);
+  }
+
+  // Takes what arrived from sub-root link l: its ranks' messages and closes.
+  void readLink(int l) {
+    Link& link = links_[l];
+    char chunk[64 << 10];
+    ssize_t got = ::recv(link.fd.get(), chunk, sizeof(chunk), MSG_DONTWAIT);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    if (got <= 0) {
+      loseLink(l);
+      return;
+    }
+    link.in.insert(link.in.end(), chunk, chunk + got);
     size_t used = 0;
-    while (true) {
-      const Frame f = nextRankMessage(rk.in.data() + used, rk.in.size() - used);
-      if (f.status == Frame::Partial) break;
-      if (f.status == Frame::Malformed) {
-        HOCCL_WARN(kBootstrap,
-                   "bootstrap root: {} sent a malformed message (type {}, {} bytes); dropping its "
-                   "connection",
-                   who(r), f.type, f.bytes);
-        closeRank(r);
+    while (link.in.size() - used >= sizeof(LinkHeader)) {
+      LinkHeader h;
+      std::memcpy(&h, link.in.data() + used, sizeof(h));
+      const bool mine = h.rank >= link.share.lo && h.rank < link.share.hi;
+      if (h.bytes > kMaxSlotBytes || !mine) {
+        HOCCL_WARN(kBootstrap, "bootstrap head root: the root of id {} sent a malformed relay; dropping its link",
+                   link.idIndex);
+        loseLink(l);
         return;
       }
-      const char* body = rk.in.data() + used + sizeof(RankHeader);
-      handle(r, f.type, std::vector<char>(body, body + f.bytes));
-      used += sizeof(RankHeader) + f.bytes;
+      if (link.in.size() - used - sizeof(h) < h.bytes) break;
+      const char* body = link.in.data() + used + sizeof(h);
+      if (h.type == kLinkClosed) closeRank(h.rank);
+      else if (h.type == kLinkFromRank) {
+        std::vector<char> one(body, body + h.bytes);
+        parse(h.rank, one);
+      }
+      used += sizeof(h) + h.bytes;
     }
-    rk.in.erase(rk.in.begin(), rk.in.begin() + used);
+    link.in.erase(link.in.begin(), link.in.begin() + used);
+  }
+
+  // A sub-root's link closed: the ranks of its process are lost; the others of its share can no longer be reached.
+  void loseLink(int l) {
+    Link& link = links_[l];
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      link.fd.reset();
+    }
+    HOCCL_WARN(kBootstrap, "bootstrap head root: the root of id {} (pid {}, ranks {}..{}) closed its link",
+               link.idIndex, link.pid, link.share.lo, link.share.hi - 1);
+    for (int r = link.share.lo; r < link.share.hi; ++r) {
+      if (ranks_[r].info.pid == link.pid) closeRank(r);
+      ranks_[r].via = -1;
+    }
   }
 
   void handle(int r, uint32_t type, std::vector<char> payload) {
     switch (type) {
-      case kRankSlot: ranks_[r].slots.push_back(std::move(payload)); break;
       case kRankReport: {
         if (verdictSent_) break;
         Report rep{r, std::string(payload.begin(), payload.end()), {}};
@@ -338,11 +701,13 @@ class RootServer {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       rk.fd.reset();
+      rk.via = -1;
     }
     if (rk.state == State::Leaving || rk.state == State::Gone) {
       rk.state = State::Gone;
       return;
     }
+    if (rk.state == State::Lost) return;
     rk.state = State::Lost;
     HOCCL_INFO(kBootstrap, "bootstrap root: {} disconnected without a goodbye", who(r));
   }
@@ -468,69 +833,26 @@ class RootServer {
       send(r, kRootVerdict, culprit, payload.data(), payload.size(), Clock::now() + std::chrono::seconds(2));
   }
 
-  // Completes every all-gather round whose slots are all in; fails a round that can no longer complete.
-  void advanceRounds() {
-    while (true) {
-      std::vector<int> waiting, missing;
-      for (int r = 0; r < nranks(); ++r) (ranks_[r].slots.empty() ? missing : waiting).push_back(r);
-      if (waiting.empty()) return;
-      if (missing.empty()) {
-        std::vector<char> all;
-        for (auto& rk : ranks_) {
-          all.insert(all.end(), rk.slots.front().begin(), rk.slots.front().end());
-          rk.slots.pop_front();
-        }
-        // Ranks of this process last: once one of them has its answer it may destroy its communicator and exit,
-        // which ends this thread; by then every other rank's answer is already in its socket.
-        for (int pass = 0; pass < 2; ++pass)
-          for (int r = 0; r < nranks(); ++r)
-            if ((ranks_[r].info.pid == static_cast<int32_t>(pid_)) == (pass == 1))
-              send(r, kRootData, -1, all.data(), all.size(), net::defaultDeadline());
-        continue;
-      }
-      int lost = -1, left = -1;
-      for (int m : missing) {
-        if (ranks_[m].state == State::Lost && lost < 0) lost = m;
-        if ((ranks_[m].state == State::Gone || ranks_[m].state == State::Leaving) && left < 0) left = m;
-      }
-      if (lost < 0 && left < 0) return;  // the missing ranks may still come
-      if (lost >= 0 && !verdictSent_) {
-        sendVerdict(Verdict::Kind::Died, lost, -1,
-                    fmt::format("{} exited or was killed before finishing (its connection to the bootstrap root "
-                                "closed without a goodbye) while rank(s) {} waited for it in a bootstrap exchange "
-                                "(init, hocclCommSplit or hocclCommFinalize). Look at rank {}'s output and the system "
-                                "log (dmesg: OOM killer, signals) for the cause",
-                                who(lost), joinRanks(waiting), lost));
-      } else if (lost < 0) {
-        std::string text = fmt::format(
-            "{} destroyed its communicator while rank(s) {} waited for it in a bootstrap "
-            "exchange: hocclCommSplit / hocclCommFinalize was called on some ranks only",
-            who(left), joinRanks(waiting));
-        HOCCL_WARN(kBootstrap, "bootstrap root: {}", text);
-        for (int r : waiting) sendText(r, kRootError, left, text);
-      }
-      for (auto& rk : ranks_) rk.slots.clear();
-      return;
-    }
-  }
-
-  // Sends one message to rank r (header and payload in one write); a rank that cannot take it is disconnected.
+  // Sends one message to rank r (header and payload in one write; through its sub-root when it is relayed); a rank
+  // that cannot take it is disconnected.
   void send(int r, uint32_t type, int32_t rank, const void* data, size_t bytes, net::Deadline deadline) {
-    std::vector<char> buf(sizeof(RootHeader) + bytes);
-    RootHeader h{type, rank, bytes};
-    std::memcpy(buf.data(), &h, sizeof(h));
-    if (bytes) std::memcpy(buf.data() + sizeof(h), data, bytes);
+    std::vector<char> buf = frame(RootHeader{type, rank, bytes}, data, bytes);
     bool ok = true;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (!ranks_[r].fd) return;
+      int fd = ranks_[r].fd.get();
+      if (fd < 0 && ranks_[r].via >= 0) {
+        buf = frame(LinkHeader{kLinkToRank, r, buf.size()}, buf.data(), buf.size());
+        fd = links_[ranks_[r].via].fd.get();
+      }
+      if (fd < 0) return;
       try {
-        net::writeAll(ranks_[r].fd.get(), buf.data(), buf.size(), deadline, "bootstrap root send");
+        net::writeAll(fd, buf.data(), buf.size(), deadline, "bootstrap root send");
       } catch (const Error&) {
         ok = false;
       }
     }
-    if (!ok) closeRank(r);
+    if (!ok && ranks_[r].fd) closeRank(r);
   }
 
   void sendText(int r, uint32_t type, int32_t rank, const std::string& text) {
@@ -538,10 +860,7 @@ class RootServer {
   }
 
   static void sendError(int fd, int rank, const std::string& text) {
-    RootHeader h{kRootError, rank, text.size()};
-    std::vector<char> buf(sizeof(h) + text.size());
-    std::memcpy(buf.data(), &h, sizeof(h));
-    std::memcpy(buf.data() + sizeof(h), text.data(), text.size());
+    std::vector<char> buf = frame(RootHeader{kRootError, rank, text.size()}, text.data(), text.size());
     try {
       net::writeAll(fd, buf.data(), buf.size(), Clock::now() + std::chrono::seconds(2), "bootstrap root error");
     } catch (const Error&) {
@@ -555,8 +874,14 @@ class RootServer {
   net::Fd listener_;
   UniqueId id_;
   pid_t pid_;
-  std::mutex mutex_;  // ranks_[*].fd against announceClosing (another thread, at exit)
+  std::mutex mutex_;  // the sockets of ranks_, links_ and head_ against announceClosing (another thread, at exit)
   std::vector<Rank> ranks_;
+  std::vector<Link> links_;  // head root: the sub-roots
+  net::Fd head_;             // sub-root: its link to the head root
+  bool configured_ = false;  // the first rank of this root's own share has joined
+  int nIds_ = 1;
+  int idIndex_ = 0;
+  RankRange share_;
   std::vector<Report> reports_;  // received, not yet decided
   bool settling_ = false;
   Clock::time_point settleEnd_{};
@@ -575,8 +900,23 @@ void announceClosingAtExit() {
 void startRootServer(net::Fd listener, const UniqueId& id) {
   static std::once_flag once;
   std::call_once(once, [] { std::atexit(announceClosingAtExit); });
+  {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    registry().serving.push_back(id.nonce);
+  }
   auto server = std::make_shared<RootServer>(std::move(listener), id);
   std::thread([server] { server->run(); }).detach();
+}
+
+bool servesRoot(const UniqueId& id) {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  const auto& n = registry().serving;
+  return std::find(n.begin(), n.end(), id.nonce) != n.end();
+}
+
+void handHeadId(const UniqueId& sub, const UniqueId& head) {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  registry().headIds[sub.nonce] = head;
 }
 
 }  // namespace hoccl::boot

@@ -1,6 +1,7 @@
 /// @file wire.h
 /// Messages between a rank and its bootstrap root (internal to base/boot; the protocol is described at the top of
-/// root_server.cc). Every message after the join is a fixed header followed by `bytes` bytes of payload.
+/// root_server.cc) and between the ranks of the gather tree (gather_tree.cc). Every message after the join is a fixed
+/// header followed by `bytes` bytes of payload.
 #pragma once
 
 #include <cstddef>
@@ -9,20 +10,31 @@
 
 namespace hoccl::boot {
 
-/// First message of a rank after the hello: who it is (a RankInfo follows).
+/// A socket address in a fixed-size form (IPv4 or IPv6).
+struct AddressWire {
+  uint32_t length;    ///< valid bytes of `bytes` (0: none)
+  uint32_t reserved;  ///< 0
+  uint8_t bytes[32];  ///< a sockaddr_in or sockaddr_in6
+};
+
+/// First message of a rank after the hello: who it is and where it listens (a RankInfo follows).
 struct JoinMessage {
-  int32_t nranks;  ///< the size the rank was told
-  int32_t rank;    ///< its rank
+  int32_t nranks;        ///< the size the rank was told
+  int32_t rank;          ///< its rank
+  int32_t shareLo;       ///< first rank that joins this root (0 with one unique id)
+  int32_t shareHi;       ///< one past the last rank that joins this root (nranks with one unique id)
+  int32_t idIndex;       ///< which id of hocclCommInitRankScalable this root serves (0: the head root)
+  int32_t nIds;          ///< how many ids the communicator has (1: a plain init)
+  AddressWire listener;  ///< where the rank accepts its children in the gather tree (gather_tree.h)
 };
 
 /// Header of every message from a rank to the root after the join.
 struct RankHeader {
-  uint32_t type;      ///< kRankSlot, kRankReport, kRankAbort, kRankGoodbye or kRankPong
+  uint32_t type;      ///< kRankReport, kRankAbort, kRankGoodbye or kRankPong
   uint32_t reserved;  ///< 0
   uint64_t bytes;     ///< payload bytes that follow
 };
-/// This rank's slot of the next all-gather (or barrier) round follows.
-constexpr uint32_t kRankSlot = 1;
+// Type 1 carried an all-gather slot while the root relayed the exchanges (before the gather tree); no longer sent.
 /// This rank detected a failure; the text follows (it names the suspect ranks as "rank N (host H, pid P)").
 constexpr uint32_t kRankReport = 2;
 /// This rank aborted the communicator (hocclCommAbort); no payload.
@@ -52,6 +64,59 @@ constexpr uint32_t kRootInfo = 4;
 constexpr uint32_t kRootPing = 5;
 /// Like kRootError, for a join that gave up because ranks were still missing at HOCCL_TIMEOUT (hocclTimeout).
 constexpr uint32_t kRootTimeout = 6;
+/// The rank's place in the gather tree, once every rank has joined: a PlanWire, then the RankInfo of its parent
+/// and of each of its children (in rank order), so that it can name them before the first exchange.
+constexpr uint32_t kRootPlan = 7;
+
+/// Payload head of kRootPlan.
+struct PlanWire {
+  int32_t parent;          ///< the rank's parent in the gather tree (-1: it is the top, rank 0)
+  int32_t fanout;          ///< the tree's fanout (tree_shape.h)
+  AddressWire parentAddr;  ///< where the parent listens (length 0 when parent is -1)
+};
+
+/// Header of every message between a sub-root (a unique id of hocclCommInitRankScalable other than the first) and
+/// the head root (the first id), which decides for the whole communicator; the sub-root relays its ranks.
+struct LinkHeader {
+  uint32_t type;   ///< kLinkShare, kLinkFromRank, kLinkClosed (sub -> head) or kLinkToRank (head -> sub)
+  int32_t rank;    ///< the rank a relayed message comes from or goes to (-1 for kLinkShare)
+  uint64_t bytes;  ///< payload bytes that follow
+};
+/// sub -> head, once: a ShareWire, then for each rank of the share its JoinMessage and RankInfo.
+constexpr uint32_t kLinkShare = 1;
+/// sub -> head: a whole message of `rank` (RankHeader and payload) follows.
+constexpr uint32_t kLinkFromRank = 2;
+/// sub -> head: `rank`'s connection closed; no payload.
+constexpr uint32_t kLinkClosed = 3;
+/// head -> sub: a whole message for `rank` (RootHeader and payload) follows.
+constexpr uint32_t kLinkToRank = 4;
+/// The connection index in the Hello of a sub-root linking to its head root (its rank field carries the id index).
+constexpr int32_t kRootLinkIndex = -9;
+
+/// Payload head of kLinkShare.
+struct ShareWire {
+  int32_t nranks;    ///< the communicator's size
+  int32_t idIndex;   ///< which id the sub-root serves
+  int32_t shareLo;   ///< its first rank
+  int32_t shareHi;   ///< one past its last rank
+  int32_t pid;       ///< the sub-root's process
+  int32_t reserved;  ///< 0
+};
+
+/// Header of every message between two ranks of the gather tree (gather_tree.cc).
+struct TreeHeader {
+  uint32_t type;   ///< kTreeData, kTreeBye or kTreeGaveUp
+  uint32_t seq;    ///< the exchange it belongs to (1, 2, ... on every rank; kTreeData only)
+  uint64_t bytes;  ///< payload bytes that follow
+};
+/// A block of slots of exchange `seq` follows.
+constexpr uint32_t kTreeData = 1;
+/// The sender destroyed its communicator normally; no payload.
+constexpr uint32_t kTreeBye = 2;
+/// The sender gave up on the communicator because of a failure; its text follows (at most kMaxReportBytes).
+constexpr uint32_t kTreeGaveUp = 3;
+/// The connection index of gather-tree links in the handshake's Hello (transports use 0 and up).
+constexpr int32_t kTreeLinkIndex = -7;
 
 /// Payload head of kRootVerdict.
 struct VerdictWire {
@@ -68,7 +133,7 @@ struct RootInfoWire {
   char hostname[64];  ///< its host
 };
 
-/// Largest slot of an all-gather round the root accepts.
+/// Largest message between ranks and roots (and of an all-gather's blocks).
 constexpr uint64_t kMaxSlotBytes = uint64_t{256} << 20;
 /// Largest failure report the root accepts.
 constexpr uint64_t kMaxReportBytes = 64 << 10;
@@ -92,8 +157,8 @@ inline Frame nextRankMessage(const char* data, size_t size) {
   std::memcpy(&h, data, sizeof(h));
   f.type = h.type;
   f.bytes = h.bytes;
-  const uint64_t limit = h.type == kRankSlot ? kMaxSlotBytes : h.type == kRankReport ? kMaxReportBytes : 0;
-  if (h.type < kRankSlot || h.type > kRankPong || h.bytes > limit) f.status = Frame::Malformed;
+  const uint64_t limit = h.type == kRankReport ? kMaxReportBytes : 0;
+  if (h.type < kRankReport || h.type > kRankPong || h.bytes > limit) f.status = Frame::Malformed;
   else if (size - sizeof(h) >= h.bytes) f.status = Frame::Whole;
   return f;
 }

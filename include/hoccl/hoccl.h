@@ -133,6 +133,13 @@ hocclResult_t hocclCommInitRank(hocclComm_t* comm, int nranks, hocclUniqueId com
 /// Like hocclCommInitRank with a configuration (may be NULL); config->blocking = 0 makes it non-blocking.
 hocclResult_t hocclCommInitRankConfig(hocclComm_t* comm, int nranks, hocclUniqueId commId, int rank,
                                       hocclConfig_t* config);
+/// Like hocclCommInitRankConfig with several unique ids (roots) spreading the first contact, as NCCL's
+/// ncclCommInitRankScalable: rank r joins the root of commIds[floor(r * nIds / nranks)], so each id serves a
+/// contiguous share of the ranks; the first rank of each share must have created its id (hocclGetUniqueId in its own
+/// process), and every rank passes the same nIds ids in the same order. The roots link up into one communicator
+/// (the first id's root decides failures for all). 1 <= nIds <= nranks; config may be NULL.
+hocclResult_t hocclCommInitRankScalable(hocclComm_t* comm, int nranks, int rank, int nIds, hocclUniqueId* commIds,
+                                        hocclConfig_t* config);
 /// Creates ndev communicators of one clique in this process (one rank per entry; devlist may be NULL).
 /// Each communicator must then be driven by its own thread, or all of them inside one group.
 hocclResult_t hocclCommInitAll(hocclComm_t* comms, int ndev, const int* devlist);

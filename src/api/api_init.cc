@@ -53,7 +53,7 @@ void checkRankArgs(hocclComm_t* comm, int nranks, int rank) {
 // Creates the communicator of a handle whose initResult is hocclInProgress, in the calling (helper) thread, and
 // publishes the outcome. A handle aborted meanwhile gets nothing: the new communicator is destroyed at once (it says
 // goodbye to the root, so the other ranks go on).
-void finishInit(hocclComm_t handle, const boot::UniqueId& id, int rank, int nranks, const std::string& name) {
+void finishInit(hocclComm_t handle, const boot::Contact& id, int rank, int nranks, const std::string& name) {
   std::unique_ptr<Communicator> made;
   int code = hocclSuccess;
   try {
@@ -72,7 +72,7 @@ void finishInit(hocclComm_t handle, const boot::UniqueId& id, int rank, int nran
 }
 
 // Creates the handle and the communicator, in this thread (blocking) or in a helper thread (non-blocking).
-hocclResult_t initHandle(hocclComm_t* out, const boot::UniqueId& id, int rank, int nranks, const ConfigView& cfg) {
+hocclResult_t initHandle(hocclComm_t* out, const boot::Contact& id, int rank, int nranks, const ConfigView& cfg) {
   auto* handle = new hocclComm();
   handle->blocking = cfg.blocking;
   if (cfg.blocking) {
@@ -158,6 +158,26 @@ hocclResult_t hocclCommInitRankConfig(hocclComm_t* comm, int nranks, hocclUnique
     checkRankArgs(comm, nranks, rank);
     ConfigView cfg = readConfig(config);
     return initHandle(comm, boot::decode(commId), rank, nranks, cfg);
+  });
+}
+
+hocclResult_t hocclCommInitRankScalable(hocclComm_t* comm, int nranks, int rank, int nIds, hocclUniqueId* commIds,
+                                        hocclConfig_t* config) {
+  return guarded("hocclCommInitRankScalable", [&] {
+    checkRankArgs(comm, nranks, rank);
+    if (nIds < 1 || !commIds)
+      throwInvalidArgument(fmt::format("needs at least one unique id (nIds = {}, commIds = {})", nIds,
+                                       static_cast<const void*>(commIds)));
+    if (nIds > nranks)
+      throwInvalidArgument(
+          fmt::format("nIds = {} is more than nranks = {}: every id needs at least one rank (rank r "
+                      "joins id floor(r * nIds / nranks))",
+                      nIds, nranks));
+    ConfigView cfg = readConfig(config);
+    const boot::Share share = boot::shareOf(rank, nranks, nIds);
+    const boot::UniqueId job = boot::decode(commIds[0]);
+    const boot::UniqueId root = share.idIndex == 0 ? job : boot::decode(commIds[share.idIndex]);
+    return initHandle(comm, boot::Contact(root, job, share), rank, nranks, cfg);
   });
 }
 

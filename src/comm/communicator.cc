@@ -64,11 +64,11 @@ boot::RankInfo describeSelf(const RankGpu& gpu) {
 
 }  // namespace
 
-Communicator::Communicator(const boot::UniqueId& id, int rank, int nranks, std::string name)
+Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, std::string name)
     : rank_(rank), nranks_(nranks), name_(std::move(name)) {
   log::setThreadRank(rank);
   const RankGpu gpu = rankGpu();
-  bootstrap_ = std::make_unique<boot::Bootstrap>(id, rank, nranks, describeSelf(gpu), &health_);
+  bootstrap_ = std::make_unique<boot::Bootstrap>(contact, rank, nranks, describeSelf(gpu), &health_);
   topology_ = topo::build(bootstrap_->ranks());
   transports_ = transport::makeTransports();
   // Ranks sharing this machine's CPUs: by real host name, so that emulated hosts (HOCCL_HOSTID) on one machine

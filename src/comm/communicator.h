@@ -34,8 +34,9 @@ class OneSided;
 /// A communicator. Created by CommInitRank / CommSplit; one thread drives it at a time.
 class Communicator {
  public:
-  /// Connects rank `rank` of `nranks` through the bootstrap described by id. `name` appears in logs.
-  Communicator(const boot::UniqueId& id, int rank, int nranks, std::string name);
+  /// Connects rank `rank` of `nranks` through the bootstrap of `contact` (a unique id, or a share of several). `name`
+  /// appears in logs.
+  Communicator(const boot::Contact& contact, int rank, int nranks, std::string name);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;

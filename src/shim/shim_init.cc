@@ -3,6 +3,7 @@
 /// finalize/destroy/abort/revoke, queries, error strings and the last-error text.
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -97,9 +98,22 @@ ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myra
       throw hoccl::Error(hocclInvalidArgument, fmt::format("needs at least one unique id (nId = {}, commIds = {})", nId,
                                                            static_cast<const void*>(commIds)));
     }
-    // hoccl's bootstrap root scales by itself; the first id (made by rank 0) is the one every rank shares.
-    if (nId > 1) HOCCL_INFO(kInit, "ncclCommInitRankScalable: {} ids given, hoccl uses the first", nId);
-    return initRank(newcomm, nranks, commIds[0], myrank, config);
+    requireOut(newcomm, "newcomm (the output communicator)");
+    bool env = false;
+    for (int i = 0; i < nId; ++i) env |= isEnvId(commIds[i]);
+    if (env || nId == 1) {
+      // NCCL_COMM_ID ids only say "use the fixed root address": one root, whatever their number.
+      if (env && nId > 1) HOCCL_INFO(kInit, "ncclCommInitRankScalable: NCCL_COMM_ID ids, one root for {} ids", nId);
+      return initRank(newcomm, nranks, commIds[0], myrank, config);
+    }
+    // Every id is used: rank r joins id floor(r * nId / nranks), whose first rank created it (NCCL's rule).
+    hocclConfig_t cfg = translateConfig(config);
+    std::vector<hocclUniqueId> ids(static_cast<size_t>(nId));
+    for (int i = 0; i < nId; ++i) ids[static_cast<size_t>(i)] = toHocclId(commIds[i]);
+    hocclComm_t h = nullptr;
+    const hocclResult_t r = hocclCommInitRankScalable(&h, nranks, myrank, nId, ids.data(), &cfg);
+    *newcomm = toNccl(h);
+    return fromHoccl(r);
   });
 }
 HOCCL_NCCL_WEAK_ALIAS(ncclCommInitRankScalable)

@@ -5,9 +5,11 @@
 ///   to fix, and the output communicator untouched;
 /// - blocking = 0 on two ranks: init returns ncclInProgress and ncclCommGetAsyncError is polled to ncclSuccess, then
 ///   the communicator works;
-/// - ncclCommInitAll (three communicators, one grouped all-reduce) and ncclCommInitRankScalable with two ids.
+/// - ncclCommInitAll (three communicators, one grouped all-reduce) and ncclCommInitRankScalable with 1, 2 and 3 ids,
+///   each created by the first rank of its share (NCCL's rule), and with an id that breaks that rule.
 #include <sys/mman.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -145,20 +147,71 @@ void initAllInOneProcess() {
   for (ncclComm_t c : comms) expectResult(ncclCommDestroy(c), ncclSuccess, "ncclCommDestroy");
 }
 
-// ncclCommInitRankScalable with two ids (the second never served): hoccl uses the first.
-void scalableRank(int r, const ncclUniqueId& id) {
-  ncclUniqueId ids[2] = {id, id};
-  std::memset(ids[1].internal, 0x42, sizeof ids[1].internal);
-  ncclComm_t comm = nullptr;
-  if (!expectResult(ncclCommInitRankScalable(&comm, 2, r, 2, ids, nullptr), ncclSuccess, "ncclCommInitRankScalable"))
-    return;
-  int64_t v = 10 * (r + 1), sum = 0;
-  expectResult(ncclAllReduce(&v, &sum, 1, ncclInt64, ncclSum, comm, nullptr), ncclSuccess, "ncclAllReduce");
-  check(sum == 30, "scalable init allreduce gave %lld", static_cast<long long>(sum));
-  ncclResult_t async = ncclInternalError;
-  expectResult(ncclCommGetAsyncError(comm, &async), ncclSuccess, "ncclCommGetAsyncError");
-  check(async == ncclSuccess, "async error %d on a healthy communicator", static_cast<int>(async));
-  expectResult(ncclCommDestroy(comm), ncclSuccess, "ncclCommDestroy");
+// ncclCommInitRankScalable with nIds ids over nranks forked ranks, with NCCL's semantics: rank r joins id
+// floor(r * nIds / nranks), and the first rank of each share creates that id (ncclGetUniqueId in its own process)
+// and publishes it in shared memory; every rank then passes all ids. Checks an all-reduce and a split on the one
+// communicator the roots make together. `breakShare` >= 0: that share's id is a copy of id 0 instead (not created by
+// its first rank): its first rank must fail at once with a clear error, and no rank may hang.
+int scalable(int nranks, int nIds, int breakShare = -1) {
+  struct Shared {
+    std::atomic<int> ready[8];
+    ncclUniqueId ids[8];
+  };
+  auto* shared = static_cast<Shared*>(
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (shared == MAP_FAILED || nIds > 8) return nranks;
+  for (auto& r : shared->ready) r.store(0);
+  auto firstOf = [&](int k) { return (k * nranks + nIds - 1) / nIds; };
+  int bad = abi::runRanks(nranks, 90, [&](int r, const ncclUniqueId&) {
+    if (breakShare >= 0) setenv("HOCCL_TIMEOUT", "4", 1);
+    const int k = r * nIds / nranks;
+    check(firstOf(k) <= r && (k + 1 == nIds || r < firstOf(k + 1)), "rank %d is not in the share of id %d", r, k);
+    if (r == firstOf(k)) {
+      if (!expectResult(ncclGetUniqueId(&shared->ids[k]), ncclSuccess, "ncclGetUniqueId")) return;
+      shared->ready[k].store(1, std::memory_order_release);
+    }
+    ncclUniqueId ids[8];
+    for (int i = 0; i < nIds; ++i) {
+      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (!shared->ready[i].load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      if (!check(shared->ready[i].load() == 1, "id %d was never published", i)) return;
+      ids[i] = i == breakShare ? shared->ids[0] : shared->ids[i];
+    }
+    ncclComm_t comm = nullptr;
+    const ncclResult_t res = ncclCommInitRankScalable(&comm, nranks, r, nIds, ids, nullptr);
+    if (breakShare >= 0) {
+      check(res != ncclSuccess, "init with id %d not created by its first rank succeeded on rank %d", breakShare, r);
+      if (r == firstOf(breakShare))
+        check(res == ncclInvalidUsage && std::strstr(ncclGetLastError(nullptr), "must have created") != nullptr,
+              "rank %d (first of the broken share) got %d: %s", r, static_cast<int>(res), ncclGetLastError(nullptr));
+      return;
+    }
+    if (!expectResult(res, ncclSuccess, "ncclCommInitRankScalable")) return;
+    int count = 0, me = -1;
+    expectResult(ncclCommCount(comm, &count), ncclSuccess, "ncclCommCount");
+    expectResult(ncclCommUserRank(comm, &me), ncclSuccess, "ncclCommUserRank");
+    check(count == nranks && me == r, "scalable comm has %d ranks, this is %d (want %d, %d)", count, me, nranks, r);
+    int64_t v = 10 * (r + 1), sum = 0;
+    expectResult(ncclAllReduce(&v, &sum, 1, ncclInt64, ncclSum, comm, nullptr), ncclSuccess, "ncclAllReduce");
+    check(sum == 5 * nranks * (nranks + 1), "scalable init (%d ids) all-reduce gave %lld", nIds,
+          static_cast<long long>(sum));
+    // A split goes over the same bootstrap tree: odd and even ranks.
+    ncclComm_t half = nullptr;
+    if (expectResult(ncclCommSplit(comm, r % 2, r, &half, nullptr), ncclSuccess, "ncclCommSplit")) {
+      int64_t one = 1, n = 0;
+      expectResult(ncclAllReduce(&one, &n, 1, ncclInt64, ncclSum, half, nullptr), ncclSuccess, "split all-reduce");
+      check(n == (nranks + 1 - r % 2) / 2, "split of %d ranks: color %d has %lld ranks", nranks, r % 2,
+            static_cast<long long>(n));
+      expectResult(ncclCommDestroy(half), ncclSuccess, "ncclCommDestroy(split)");
+    }
+    ncclResult_t async = ncclInternalError;
+    expectResult(ncclCommGetAsyncError(comm, &async), ncclSuccess, "ncclCommGetAsyncError");
+    check(async == ncclSuccess, "async error %d on a healthy communicator", static_cast<int>(async));
+    expectResult(ncclCommDestroy(comm), ncclSuccess, "ncclCommDestroy");
+  });
+  munmap(shared, sizeof(Shared));
+  return bad;
 }
 
 }  // namespace
@@ -168,7 +221,9 @@ int main() {
   int bad = abi::runRanks(1, 60, [](int, const ncclUniqueId& id) { singleRankConfigs(id); });
   bad += abi::runRanks(2, 90, nonBlockingRank);
   bad += abi::runRanks(1, 60, [](int, const ncclUniqueId&) { initAllInOneProcess(); });
-  bad += abi::runRanks(2, 60, scalableRank);
-  std::printf("%d passed, %d failed\n", 6 - bad, bad);
+  // ncclCommInitRankScalable: 1, 2 and 3 ids over 3 ranks (every id served by the first rank of its share), 3 ids
+  // over 7 ranks, and an id not created by its share's first rank (a clear error, no hang).
+  bad += scalable(3, 1) + scalable(3, 2) + scalable(3, 3) + scalable(7, 3) + scalable(3, 2, 1);
+  std::printf("%d processes passed, %d failed\n", 3 + 2 + 1 + 3 + 3 + 3 + 7 + 3 - bad, bad);
   return bad == 0 ? 0 : 1;
 }

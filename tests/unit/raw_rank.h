@@ -1,0 +1,81 @@
+/// @file raw_rank.h
+/// A rank of a bootstrap test played by hand (tests/unit): it joins the root and links into the gather tree with the
+/// real wire messages and GatherTree, but has no watcher: it never answers the root (a stopped process) and can close
+/// everything without a goodbye (a killed one).
+#pragma once
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/boot/bootstrap.h"
+#include "base/boot/gather_tree.h"
+#include "base/boot/handshake.h"
+#include "base/boot/wire.h"
+#include "base/error.h"
+#include "base/socket.h"
+
+namespace hoccl::boot::test {
+
+/// The RankInfo that the bootstrap tests give rank `rank`.
+inline RankInfo infoFor(int rank, int pid, const char* host) {
+  RankInfo info;
+  info.rank = rank;
+  info.pid = pid;
+  std::strncpy(info.hostname, host, sizeof(info.hostname) - 1);
+  return info;
+}
+
+/// A hand-played rank: see the file comment.
+struct RawRank {
+  net::Fd root;                      ///< the connection to the root (never read after the join)
+  std::unique_ptr<GatherTree> tree;  ///< its gather-tree links
+  std::vector<RankInfo> table;       ///< every rank's info, from the first all-gather
+
+  /// Joins rank `rank` of `n` on the root of `id` with `info`, links the tree and takes part in the all-gather of
+  /// the rank table (collective with the other ranks of the job). Throws like Bootstrap's constructor.
+  RawRank(const UniqueId& id, int rank, int n, const RankInfo& info) {
+    net::Deadline d = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    root = net::connectUntil(id.root, d, "test raw join");
+    authenticate(root.get(), id.secret, Hello{id.nonce, rank, -1, 0}, d, "test raw join", "");
+    net::Address bound;
+    net::Fd listener = net::listenOn(net::Address::parse("127.0.0.1:0"), &bound);
+    JoinMessage join{n, rank, 0, n, 0, 1, {}};
+    join.listener.length = bound.length;
+    std::memcpy(join.listener.bytes, &bound.storage, bound.length);
+    net::writeAll(root.get(), &join, sizeof(join), d, "test");
+    net::writeAll(root.get(), &info, sizeof(info), d, "test");
+    while (true) {
+      RootHeader h{};
+      net::readAll(root.get(), &h, sizeof(h), d, "test raw join");
+      std::vector<char> payload(h.bytes);
+      net::readAll(root.get(), payload.data(), payload.size(), d, "test raw join");
+      if (h.type != kRootPlan) continue;
+      PlanWire plan{};
+      std::memcpy(&plan, payload.data(), sizeof(plan));
+      std::vector<RankInfo> known((payload.size() - sizeof(plan)) / sizeof(RankInfo));
+      std::memcpy(known.data(), payload.data() + sizeof(plan), known.size() * sizeof(RankInfo));
+      net::Address parent;
+      parent.length = plan.parentAddr.length;
+      std::memcpy(&parent.storage, plan.parentAddr.bytes, parent.length);
+      tree = std::make_unique<GatherTree>(rank, n, plan.fanout, describeRank(info));
+      TreeOutcome o = tree->link(listener.get(), parent, id.secret, id.nonce, known, d, -1);
+      if (o.kind != TreeOutcome::Ok) throwRemoteError("test raw rank: " + o.text);
+      break;
+    }
+    table.resize(n);
+    table[rank] = info;
+    TreeOutcome o = tree->allGather(reinterpret_cast<char*>(table.data()), sizeof(RankInfo), d, -1);
+    if (o.kind != TreeOutcome::Ok) throwRemoteError("test raw rank: " + o.text);
+  }
+
+  /// Closes the root connection and the tree links without a goodbye: a killed process.
+  void crash() {
+    root.reset();
+    if (tree) tree->drop();
+  }
+};
+
+}  // namespace hoccl::boot::test
