@@ -168,7 +168,7 @@ std::map<int, std::unique_ptr<transport::Channel>> Communicator::connectAnswerin
 
 void Communicator::dropChannel(int peer) {
   const size_t i = static_cast<size_t>(peer);
-  if (!staged_.empty()) staged_[i].reset();
+  if (!deviceChannels_.empty()) deviceChannels_[i].reset();
   channels_[i].reset();
   closing_[i] = 0;
   --connectedCount_;
