@@ -47,7 +47,7 @@ class Link {
   void wait(const char* what) {
     static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
     const auto deadline = Clock::now() + timeout;
-    Backoff backoff(comm_.oversubscribed());
+    Backoff backoff(comm_.waitPolicy());
     while (ch_.pending() > 0) {
       comm_.health().check(comm_.describe(), "topology probe");
       if (ch_.progress()) {

@@ -2,9 +2,10 @@
  * The executor: for each communicator, walk its tasks' steps in order. Posting a step hands every Send and Recv to
  * the peer's channel and runs local Copy/Reduce prims at once (a step never reads what another prim of the same step
  * writes: the verifier enforces it). A step is complete when no channel it touched has pending operations. Waiting
- * spins briefly, then yields, then sleeps on a channel (waitForActivity); on a host with more ranks than cores (8
- * ranks on 2 cores) it yields at once and keeps yielding, so the peers it waits for get the CPU. Every wait
- * has a deadline (HOCCL_TIMEOUT) and checks the communicator's health (abort, a failure reported by any rank). A
+ * spins, yields, then sleeps on a channel (waitForActivity), for as long in each phase as base/wait.h's policy
+ * says (Communicator::waitPolicy(): spin while every rank has a free core, block soon when the cores are contended,
+ * at once with many ranks per core), so the peers it waits for get the CPU. Every wait has a deadline
+ * (HOCCL_TIMEOUT) and checks the communicator's health (abort, a failure reported by any rank). A
  * task without a schedule (a transport's collective shortcut, transports/shortcut.h) drives itself: it is polled
  * until it says it is done. The waiting policy is base/wait.h's, shared with every other wait.
  *
@@ -310,9 +311,10 @@ void run(std::vector<Task>& tasks) {
   connectPeers(cursors);
   static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
   Clock::time_point lastProgress{};  // read the clock only once waiting starts: most small calls never wait
-  bool oversubscribed = false;
-  for (const Cursor& c : cursors) oversubscribed |= c.comm->oversubscribed();
-  Backoff backoff(oversubscribed);
+  // The least eager of the communicators' policies.
+  WaitPolicy policy = WaitPolicy::Spin;
+  for (const Cursor& c : cursors) policy = std::max(policy, c.comm->waitPolicy());
+  Backoff backoff(policy);
   while (true) {
     bool allDone = true, moved = false;
     for (Cursor& c : cursors) {
