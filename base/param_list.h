@@ -24,6 +24,11 @@
   STRING(DEBUG_FILE, "", "Write logs to this file instead of stderr (%h = host name, %p = pid)")                       \
   /* Waits (base/socket.cc, src/exec, src/comm, transports/shm) */                                                     \
   INT(TIMEOUT, 300, 1, 31536000, "Seconds any wait may last before it fails naming the silent peer")                   \
+  STRING(WAIT_POLICY, "auto",                                                                                         \
+         "How a rank waits for a late peer (base/wait.h): spin (poll about 1 ms, then yield, then block), share (a "   \
+         "few polls and yields, then block), block (block at once), or auto: spin when this host has a core for "      \
+         "every local rank and its run queue leaves them room, block with more than 2 local ranks per core, else "    \
+         "share")                                                                                                      \
   /* Reliability (src/comm/call_check.cc, src/comm/flight_recorder.cc) */                                              \
   INT(CHECK_MISMATCH, 1, 0, 2,                                                                                         \
       "Mismatch check: ranks compare a fingerprint of each call (collective, count, type, op, root, algorithm) "       \

@@ -250,7 +250,7 @@ void checkCall(const Op& op) {
   static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
   CheckState c;
   post(c, op);
-  Backoff backoff(comm.oversubscribed());
+  Backoff backoff(comm.waitPolicy());
   Clock::time_point lastProgress = Clock::now();
   Health& health = comm.health();
   while (true) {

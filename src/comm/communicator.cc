@@ -6,11 +6,15 @@
 #include "comm/communicator.h"
 
 #include <fmt/format.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "comm/gpu_host.h"
 #include "comm/launcher_env.h"
@@ -62,11 +66,64 @@ boot::RankInfo describeSelf(const RankGpu& gpu) {
   return self;
 }
 
+// CPUs this process may run on (its affinity mask; all online CPUs when the mask cannot be read).
+int usableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return std::max(1, get_nprocs());
+}
+
+// The host's runnable threads (/proc/loadavg), or -1 when it cannot be read.
+int readRunnable() {
+  const int fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char text[128];
+  const ssize_t n = ::read(fd, text, sizeof(text) - 1);
+  ::close(fd);
+  if (n <= 0) return -1;
+  text[n] = '\0';
+  return runnableFromLoadavg(text);
+}
+
+// readRunnable(), sampled at most every 100 ms by the whole process (the threads of a process share the sample; when
+// two want a fresh one at once, one reads and the other keeps the previous value).
+int runnableThreads() {
+  static std::atomic<int64_t> nextSampleNs{0};
+  static std::atomic<int> runnable{-1};
+  constexpr int64_t kPeriodNs = 100'000'000;
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  int64_t next = nextSampleNs.load(std::memory_order_relaxed);
+  if (now < next || !nextSampleNs.compare_exchange_strong(next, now + kPeriodNs, std::memory_order_relaxed))
+    return runnable.load(std::memory_order_relaxed);
+  const int sample = readRunnable();
+  runnable.store(sample, std::memory_order_relaxed);
+  return sample;
+}
+
 }  // namespace
+
+WaitPolicy Communicator::waitPolicy() const {
+  if (waitPolicyForced_) return forcedWaitPolicy_;
+  HostLoad load = hostLoad_;
+  // Without room for every rank the load cannot change the answer: skip the sample.
+  if (load.localRanks <= load.cores) load.runnable = runnableThreads();
+  return chooseWaitPolicy(load);
+}
 
 Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, std::string name)
     : rank_(rank), nranks_(nranks), name_(std::move(name)) {
   log::setThreadRank(rank);
+  // Parameters first: a bad value fails before this rank joins the bootstrap.
+  const std::string policy = params::WAIT_POLICY.get();
+  if (policy != "auto") {
+    waitPolicyForced_ = true;
+    if (policy == "spin") forcedWaitPolicy_ = WaitPolicy::Spin;
+    else if (policy == "share") forcedWaitPolicy_ = WaitPolicy::Share;
+    else if (policy == "block") forcedWaitPolicy_ = WaitPolicy::Block;
+    else throwInvalidArgument(fmt::format("HOCCL_WAIT_POLICY={}: expected auto, spin, share or block", policy));
+  }
   const RankGpu gpu = rankGpu();
   bootstrap_ = std::make_unique<boot::Bootstrap>(contact, rank, nranks, describeSelf(gpu), &health_);
   topology_ = topo::build(bootstrap_->ranks());
@@ -76,7 +133,13 @@ Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, s
   int local = 0;
   for (const auto& info : bootstrap_->ranks())
     local += std::strcmp(info.hostname, bootstrap_->ranks()[rank].hostname) == 0;
-  oversubscribed_ = local > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  hostLoad_.localRanks = local;
+  hostLoad_.cores = usableCpus();
+  hostLoad_.hostCpus = std::max(1, get_nprocs());
+  oversubscribed_ = local > hostLoad_.cores;
+  HOCCL_INFO(kInit, "{}: wait policy {} ({}; {} ranks on this host, {} usable of {} CPUs, {} runnable threads)",
+             describe(), waitPolicyName(waitPolicy()), waitPolicyForced_ ? "HOCCL_WAIT_POLICY" : "auto", local,
+             hostLoad_.cores, hostLoad_.hostCpus, runnableThreads());
 
   transport::ConnectContext& ctx = connectCtx_;
   ctx.bootstrap = bootstrap_.get();

@@ -16,6 +16,7 @@
 #include "algo/tuner.h"
 #include "base/boot/bootstrap.h"
 #include "base/health.h"
+#include "base/wait.h"
 #include "comm/flight_recorder.h"
 #include "hoccl/hoccl.h"
 #include "topology/link_model.h"
@@ -82,9 +83,13 @@ class Communicator {
   bool lazy() const { return lazy_; }
   /// Number of peers with a channel now.
   int connectedPeers() const { return connectedCount_; }
-  /// True when this host runs more ranks of this communicator than it has CPUs (waits then yield instead of
-  /// sleeping or spinning).
+  /// True when this host runs more ranks of this communicator than this process has CPUs (an input of
+  /// waitPolicy()).
   bool oversubscribed() const { return oversubscribed_; }
+  /// How this communicator's waits behave now (base/wait.h): HOCCL_WAIT_POLICY when it names one, else chosen from
+  /// the ranks on this host, the CPUs this process may use and the host's runnable threads (/proc/loadavg, sampled
+  /// at most every 100 ms per process). Cheap: a clock read per call.
+  WaitPolicy waitPolicy() const;
   /// The transport name used for peer ("shm", "tcp", "self").
   const std::string& transportName(int peer) const;
   /// Scratch memory of at least bytes (grown on demand, kept).
@@ -171,6 +176,9 @@ class Communicator {
   bool oversubscribed_ = false;
   std::optional<topo::LinkModel> probedModel_;  // HOCCL_TUNE_PROBE=1 (comm/tune_probe.h)
   double probeSeconds_ = 0;
+  HostLoad hostLoad_;              // the policy's inputs but the load, fixed at init
+  bool waitPolicyForced_ = false;  // HOCCL_WAIT_POLICY named one
+  WaitPolicy forcedWaitPolicy_ = WaitPolicy::Spin;
   using DecisionKey = std::tuple<int, size_t, int, bool, size_t, size_t, bool, int, int>;
   std::map<DecisionKey, Decision> decisions_;
   const DecisionKey* lastKey_ = nullptr;  // the most recent decision: repeated identical calls skip the map

@@ -117,7 +117,7 @@ void Communicator::waitForCloses(const std::vector<int>& peers) {
   if (!any) return;
   static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
   const auto start = std::chrono::steady_clock::now();
-  Backoff backoff(oversubscribed_);
+  Backoff backoff(waitPolicy());
   while (serviceIdle(peers)) {
     if (health_.aborted() || health_.failed())
       health_.check(describe(), "waiting for a peer to answer the request to close an idle connection");

@@ -268,7 +268,7 @@ void OneSided::wait(int n, const hocclWaitSignalDesc_t* descs) {
     }
     return text;
   };
-  Backoff backoff(comm_.oversubscribed());
+  Backoff backoff(comm_.waitPolicy());
   const auto start = std::chrono::steady_clock::now();
   auto nextLiveness = start + kLivenessInterval;
   const auto timeout = std::chrono::seconds(params::TIMEOUT.get());

@@ -225,7 +225,7 @@ Resolved resolve(const Op& op) {
 void runShortcut(const Op& op, const Resolved& r) {
   Communicator& comm = *op.comm;
   InFlightGuard inFlight(comm);
-  Backoff backoff(comm.oversubscribed());
+  Backoff backoff(comm.waitPolicy());
   r.decision->choice.shortcut->run(r.call, backoff);
 }
 

@@ -28,7 +28,7 @@ void ProbeLink::wait(const char* what) {
   using Clock = std::chrono::steady_clock;
   static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
   const auto deadline = Clock::now() + timeout;
-  Backoff backoff(comm_.oversubscribed());
+  Backoff backoff(comm_.waitPolicy());
   while (ch_.pending() > 0) {
     comm_.health().check(comm_.describe(), purpose_);
     if (ch_.progress()) {

@@ -87,7 +87,7 @@ void Proxy::release(uint32_t ticket) { __atomic_store_n(flag_, ticket, __ATOMIC_
 void Proxy::waitForEvents(const Job& job) {
   const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
   const auto start = std::chrono::steady_clock::now();
-  Backoff backoff(comm_.oversubscribed());
+  Backoff backoff(comm_.waitPolicy());
   for (device::Event e : job.events) {
     while (!dev_.query(e)) {
       backoff.pause();

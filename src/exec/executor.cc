@@ -2,9 +2,10 @@
  * The executor: for each communicator, walk its tasks' steps in order. Posting a step hands every Send and Recv to
  * the peer's channel and runs local Copy/Reduce prims at once (a step never reads what another prim of the same step
  * writes: the verifier enforces it). A step is complete when no channel it touched has pending operations. Waiting
- * spins briefly, then yields, then sleeps on a channel (waitForActivity); on a host with more ranks than cores (8
- * ranks on 2 cores) it yields at once and keeps yielding, so the peers it waits for get the CPU. Every wait
- * has a deadline (HOCCL_TIMEOUT) and checks the communicator's health (abort, a failure reported by any rank). A
+ * spins, yields, then sleeps on a channel (waitForActivity), for as long in each phase as base/wait.h's policy
+ * says (Communicator::waitPolicy(): spin while every rank has a free core, block soon when the cores are contended,
+ * at once with many ranks per core), so the peers it waits for get the CPU. Every wait has a deadline
+ * (HOCCL_TIMEOUT) and checks the communicator's health (abort, a failure reported by any rank). A
  * task without a schedule (a transport's collective shortcut, transports/shortcut.h) drives itself: it is polled
  * until it says it is done. The waiting policy is base/wait.h's, shared with every other wait.
  *
@@ -198,6 +199,14 @@ void unconnectedPeers(const Cursor& c, std::vector<int>& missing) {
     if (!c.comm->connected(p)) missing.push_back(p);
 }
 
+// The least eager of the communicators' wait policies (base/wait.h): a run waits as politely as its politest
+// communicator asks.
+WaitPolicy leastEagerPolicy(const std::vector<Cursor>& cursors) {
+  WaitPolicy policy = WaitPolicy::Spin;
+  for (const Cursor& c : cursors) policy = std::max(policy, c.comm->waitPolicy());
+  return policy;
+}
+
 // HOCCL_MAX_CONNS: waits until no cursor's peer has a close request of this rank unanswered, answering the peers'
 // requests on every communicator of the run meanwhile (comm/conn_limit.cc).
 void settleCloses(std::vector<Cursor>& cursors) {
@@ -206,7 +215,7 @@ void settleCloses(std::vector<Cursor>& cursors) {
     for (int p : c.used) any |= c.comm->closing(p);
   if (!any) return;
   static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
-  Backoff backoff(false);
+  Backoff backoff(leastEagerPolicy(cursors));
   Clock::time_point start{};
   while (true) {
     bool waiting = false;
@@ -393,9 +402,7 @@ void run(std::vector<Task>& tasks) {
   static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
   Clock::time_point lastProgress{};  // read the clock only once waiting starts: most small calls never wait
   Clock::time_point lastService{};   // the last answering of close requests while waiting
-  bool oversubscribed = false;
-  for (const Cursor& c : cursors) oversubscribed |= c.comm->oversubscribed();
-  Backoff backoff(oversubscribed);
+  Backoff backoff(leastEagerPolicy(cursors));
   while (true) {
     bool allDone = true, moved = false;
     for (Cursor& c : cursors) {

@@ -5,13 +5,15 @@ small integers (exact in every dtype, fp8 included, and their sums and products 
 The reference is gloo's result on the same inputs widened to float64 (int64 for integer and bool dtypes), cast
 back; AVG is gloo's SUM divided by the group size (truncated for integers, as hoccl's integer AVG does), PREMUL_SUM
 gloo's SUM of the pre-multiplied inputs, a bool SUM/PRODUCT gloo's MAX/MIN (logical or/and). Also: async Work and
-futures, new_group, split_group (hocclCommSplit), and bad input (ValueError/TypeError/DistBackendError, then the
-communicator still works).
+futures (an async call returns before its peers arrive; a synchronous call behind async ones keeps the order; two
+groups in crossed order do not hang), new_group, split_group (hocclCommSplit), and bad input
+(ValueError/TypeError/DistBackendError, then the communicator still works).
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -216,6 +218,40 @@ def bad_input(rank, size, hoc):
     assert torch.equal(y, torch.full((4,), float(sum(range(size))))), y
 
 
+def async_semantics(rank, size, hoc):
+    """Asynchronous calls stay asynchronous while a synchronous call's wait() may run its job on the caller's thread
+    (ProcessGroupHoccl): call order kept, and one group's waiting caller never holds up another group."""
+    # An async call returns before its peers arrive (the last rank is 1 s late) and completes later.
+    x = torch.full((8,), float(rank))
+    if rank == size - 1:
+        time.sleep(1.0)
+    t0 = time.monotonic()
+    w = dist.all_reduce(x, group=hoc, async_op=True)
+    issued, done_early = time.monotonic() - t0, w.is_completed()
+    if rank != size - 1:
+        assert issued < 0.5 and not done_early, f"async all_reduce returned after {issued:.3f} s, done {done_early}"
+    w.wait()
+    assert torch.equal(x, torch.full((8,), float(sum(range(size))))), x
+    # A synchronous call queued behind two async ones: all three complete, in order, with the right sums.
+    a, b, c = (torch.full((5,), float(rank + k)) for k in range(3))
+    wa = dist.all_reduce(a, group=hoc, async_op=True)
+    wb = dist.all_reduce(b, op=R.MAX, group=hoc, async_op=True)
+    dist.all_reduce(c, group=hoc)
+    assert wa.is_completed() and wb.is_completed(), "a later synchronous call returned before earlier async ones"
+    total = float(sum(range(size)))
+    assert torch.equal(a, torch.full((5,), total)) and torch.equal(b, torch.full((5,), float(size))), (a, b)
+    assert torch.equal(c, torch.full((5,), total + 2 * size)), c
+    # Two groups in crossed order: even ranks start hoc asynchronously and wait synchronously on `other`, odd ranks
+    # the reverse. Each group's job runs on its own worker or on the waiting caller; inline async calls would hang.
+    other = dist.new_group(backend="hoccl")
+    y, z = torch.full((3,), float(rank)), torch.full((3,), float(rank))
+    first, second = (hoc, other) if rank % 2 == 0 else (other, hoc)
+    w = dist.all_reduce(y, group=first, async_op=True)
+    dist.all_reduce(z, group=second)
+    w.wait()
+    assert torch.equal(y, torch.full((3,), total)) and torch.equal(z, torch.full((3,), total)), (y, z)
+
+
 def run(rank, size):
     import hoccl.torch  # noqa: F401  (registers "hoccl")
 
@@ -225,6 +261,7 @@ def run(rank, size):
     for dt in DTYPES:
         check_dtype(dt, rank, size, hoc, gloo)
     dist.barrier()
+    async_semantics(rank, size, hoc)
     # new_group: a fresh communicator over ranks 1..3 (rank 0 is not a member).
     sub = dist.new_group([1, 2, 3], backend="hoccl")
     if rank != 0:

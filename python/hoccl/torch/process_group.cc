@@ -37,11 +37,18 @@ void applyTimeout(std::chrono::milliseconds timeout) {
 
 // ---- Work ----------------------------------------------------------------------------------------------------------
 
-HocclWork::HocclWork(int rank, c10d::OpType opType, std::vector<at::Tensor> outputs, std::chrono::milliseconds timeout)
+HocclWork::HocclWork(int rank, c10d::OpType opType, std::vector<at::Tensor> outputs, std::chrono::milliseconds timeout,
+                     std::weak_ptr<JobQueue> jobs)
     : c10d::Work(rank, opType), outputs_(std::move(outputs)), timeout_(timeout),
-      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
+      jobs_(std::move(jobs)) {}
 
 bool HocclWork::wait(std::chrono::milliseconds timeout) {
+  // A wait without a limit runs its job here when the job is next: the worker would run the same job at the same
+  // place in the order, and this thread would only sleep meanwhile. hoccl's own timeout still bounds the job.
+  if (timeout == kNoTimeout && !isCompleted()) {
+    if (std::shared_ptr<JobQueue> jobs = jobs_.lock()) jobs->runIfNext(this);
+  }
   // Without an explicit timeout, hoccl's own (HOCCL_TIMEOUT, the same length) gets a head start: its error names the
   // silent peer; this limit only catches a job that never started.
   const auto limit = timeout == kNoTimeout ? timeout_ + std::max(timeout_ / 10, std::chrono::milliseconds(2000))
@@ -74,12 +81,39 @@ ProcessGroupHoccl::ProcessGroupHoccl(hocclComm_t comm, int rank, int size, std::
   worker_ = std::thread([this] { workerLoop(); });
 }
 
+bool JobQueue::runIfNext(const HocclWork* work) {
+  Job job;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (busy || queue.empty() || queue.front().work.get() != work || queue.front().p2p) return false;
+    job = std::move(queue.front());
+    queue.pop_front();
+    busy = true;
+  }
+  std::exception_ptr error;
+  try {
+    job.run();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  std::vector<Job> finished;  // released on this thread after the lock, with `job` (see retired)
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    busy = false;
+    finished.swap(retired);
+  }
+  cv.notify_all();  // the worker may wait for the queue to be free (a later job, or the end)
+  // Completed once the queue is free: a callback of the future that waits for a later job gets it run.
+  job.work->complete(error);
+  return true;
+}
+
 ProcessGroupHoccl::~ProcessGroupHoccl() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
+    std::lock_guard<std::mutex> lock(jobs_->mutex);
+    jobs_->stop = true;
   }
-  cv_.notify_all();
+  jobs_->cv.notify_all();
   if (worker_.joinable()) {
     // A future's callback on the worker may be waiting for the GIL: never join while holding it.
     std::optional<pybind11::gil_scoped_release> withoutGil;
@@ -110,30 +144,35 @@ c10::intrusive_ptr<ProcessGroupHoccl> ProcessGroupHoccl::create(const c10::intru
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHoccl::enqueue(c10d::OpType opType, std::vector<at::Tensor> outputs,
                                                           std::function<void()> run, bool p2p) {
-  auto work = c10::make_intrusive<HocclWork>(rank_, opType, std::move(outputs), timeout_);
-  std::vector<Job> finished;  // released here, on the caller's thread, after the lock (see retired_)
+  auto work = c10::make_intrusive<HocclWork>(rank_, opType, std::move(outputs), timeout_, jobs_);
+  std::vector<Job> finished;  // released here, on the caller's thread, after the lock (see JobQueue::retired)
+  JobQueue& q = *jobs_;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(Job{std::move(run), work, p2p});
-    finished.swap(retired_);
+    std::lock_guard<std::mutex> lock(q.mutex);
+    q.queue.push_back(Job{std::move(run), work, p2p});
+    finished.swap(q.retired);
   }
-  cv_.notify_one();
+  q.cv.notify_one();
   return work;
 }
 
 void ProcessGroupHoccl::workerLoop() {
+  JobQueue& q = *jobs_;
   for (;;) {
     std::vector<Job> batch;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stop_ and nothing left
-      batch.push_back(std::move(queue_.front()));
-      queue_.pop_front();
+      std::unique_lock<std::mutex> lock(q.mutex);
+      // A job a caller runs (JobQueue::runIfNext) keeps the queue busy: the next one waits for it, and so does the
+      // end (the job uses this backend).
+      q.cv.wait(lock, [&q] { return !q.busy && (q.stop || !q.queue.empty()); });
+      if (q.queue.empty()) return;  // stop and nothing left
+      q.busy = true;
+      batch.push_back(std::move(q.queue.front()));
+      q.queue.pop_front();
       // Consecutive sends and receives run in one hoccl group (no order between them can deadlock).
-      while (batch.front().p2p && !queue_.empty() && queue_.front().p2p) {
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
+      while (batch.front().p2p && !q.queue.empty() && q.queue.front().p2p) {
+        batch.push_back(std::move(q.queue.front()));
+        q.queue.pop_front();
       }
     }
     std::exception_ptr error;
@@ -146,9 +185,10 @@ void ProcessGroupHoccl::workerLoop() {
     }
     for (auto& job : batch) job.work->complete(error);
     // Moved, not dropped: once a Work completes, its caller may let go of everything and let the interpreter shut
-    // down; the worker then must not release anything whose release needs the GIL (see retired_).
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& job : batch) retired_.push_back(std::move(job));
+    // down; the worker then must not release anything whose release needs the GIL (see JobQueue::retired).
+    std::lock_guard<std::mutex> lock(q.mutex);
+    for (auto& job : batch) q.retired.push_back(std::move(job));
+    q.busy = false;
   }
 }
 

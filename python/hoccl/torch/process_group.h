@@ -3,10 +3,14 @@
 ///
 /// Each backend owns one hoccl communicator and one worker thread (as Gloo has). A call checks its tensors on the
 /// caller's thread (device, layout, dtype, sizes: a c10::Error, i.e. a Python exception, and nothing queued), then
-/// queues a job and returns a Work at once; the worker runs the jobs in call order, so every rank issues its hoccl
-/// calls in the same order. A failed hoccl call completes its Work with hoccl's message (read on the worker thread,
-/// where hocclGetLastError keeps it). Consecutive send/recv jobs found in the queue run inside one hoccl group, so
-/// isend/irecv pairs in either order on two ranks do not block each other.
+/// queues a job and returns a Work at once; the jobs run one at a time in call order, so every rank issues its hoccl
+/// calls in the same order. Normally the worker runs them. A caller that waits for its Work without a timeout
+/// (`work.wait()`, and every synchronous call: `dist.all_reduce(t)`) while its job is next and nothing runs takes
+/// the job and runs it on its own thread: it would only sleep until the worker ran it, and on a busy host the
+/// worker's wake-up can cost more than a small collective. A failed hoccl call completes its Work with hoccl's
+/// message (read on the thread that ran it, where hocclGetLastError keeps it). Consecutive send/recv jobs found in
+/// the queue run inside one hoccl group on the worker (a caller never takes them), so isend/irecv pairs in either
+/// order on two ranks do not block each other.
 #pragma once
 
 #include <condition_variable>
@@ -25,12 +29,42 @@
 
 namespace hoccl_torch {
 
-/// A Work completed by the backend's worker thread; its future carries the output tensors.
+class HocclWork;
+
+/// A queued job: run() does the hoccl calls; p2p marks send/recv jobs that may share one hoccl group.
+struct Job {
+  std::function<void()> run;
+  c10::intrusive_ptr<HocclWork> work;
+  bool p2p = false;
+};
+
+/// A backend's jobs, shared by the backend (its worker) and its Works (which may take their own job). Jobs run one
+/// at a time (`busy`), in queue order.
+struct JobQueue {
+  std::mutex mutex;
+  std::condition_variable cv;  ///< the worker waits here for a job, for the queue to be free, or for stop
+  std::deque<Job> queue;
+  /// Jobs that finished: their tensors and Works are released on a caller's thread (the next call, or the
+  /// destructor), never on the worker. Dropping the last reference to a tensor that Python created takes the GIL,
+  /// and a thread that asks for the GIL while the interpreter shuts down is ended by Python 3.11 with pthread_exit,
+  /// whose unwinding through a destructor ends the process ("terminate called without an active exception").
+  std::vector<Job> retired;
+  bool busy = false;  ///< a job runs now (on the worker or on a caller's thread)
+  bool stop = false;  ///< the backend is being destroyed: the worker ends once the queue is empty and free
+  /// Runs `work`'s job on this thread if it is next in the queue, nothing runs and it is not a send/recv; returns
+  /// whether it did. Jobs the worker finished are released here too.
+  bool runIfNext(const HocclWork* work);
+};
+
+/// A Work completed by the thread that ran its job; its future carries the output tensors.
 class HocclWork : public c10d::Work {
  public:
-  /// A work of opType whose outputs are `outputs`; wait() without a timeout waits at most `timeout`.
-  HocclWork(int rank, c10d::OpType opType, std::vector<at::Tensor> outputs, std::chrono::milliseconds timeout);
+  /// A work of opType whose outputs are `outputs`; wait() without a timeout waits at most `timeout`. `jobs` is the
+  /// queue its job goes to (wait() may run the job itself).
+  HocclWork(int rank, c10d::OpType opType, std::vector<at::Tensor> outputs, std::chrono::milliseconds timeout,
+            std::weak_ptr<JobQueue> jobs = {});
   /// Blocks until the job ran (at most `timeout`, or the backend's timeout for kNoTimeout); rethrows its error.
+  /// Without a timeout, runs the job on this thread when it is next and nothing else runs (see the file comment).
   bool wait(std::chrono::milliseconds timeout) override;
   /// The future completed with the output tensors (or the job's error).
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
@@ -43,6 +77,7 @@ class HocclWork : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::weak_ptr<JobQueue> jobs_;
 };
 
 /// The backend: one hoccl communicator driven by one worker thread.
@@ -113,13 +148,6 @@ class ProcessGroupHoccl : public c10d::Backend {
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  private:
-  /// A queued job: run(comm) does the hoccl calls; p2p marks send/recv jobs that may share one hoccl group.
-  struct Job {
-    std::function<void()> run;
-    c10::intrusive_ptr<HocclWork> work;
-    bool p2p = false;
-  };
-
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType opType, std::vector<at::Tensor> outputs,
                                          std::function<void()> run, bool p2p = false);
   void workerLoop();
@@ -128,15 +156,7 @@ class ProcessGroupHoccl : public c10d::Backend {
   bool ownsComm_;
   std::shared_ptr<void> keepAlive_;
   std::chrono::milliseconds timeout_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<Job> queue_;
-  /// Jobs the worker finished: their tensors and Works are released on a caller's thread (the next call, or the
-  /// destructor), never on the worker. Dropping the last reference to a tensor that Python created takes the GIL,
-  /// and a thread that asks for the GIL while the interpreter shuts down is ended by Python 3.11 with pthread_exit,
-  /// whose unwinding through a destructor ends the process ("terminate called without an active exception").
-  std::vector<Job> retired_;
-  bool stop_ = false;
+  std::shared_ptr<JobQueue> jobs_ = std::make_shared<JobQueue>();
   std::thread worker_;
 };
 
