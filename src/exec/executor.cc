@@ -46,6 +46,8 @@ struct Cursor {
   size_t task = 0, step = 0;
   bool posted = false;
   bool started = false;                     // the current task's `before` hook has run
+  bool opened = false;                      // the current task's prelude is over
+  bool inHook = false;                      // waiting in the current task's prelude or epilogue
   std::vector<transport::Channel*> active;  // channels touched by the current step
   bool done() const { return task >= tasks.size(); }
   // Starts over for communicator `c`, keeping the vectors' capacity.
@@ -54,7 +56,7 @@ struct Cursor {
     tasks.clear();
     active.clear();
     task = step = 0;
-    posted = started = false;
+    posted = started = opened = inHook = false;
   }
 };
 
@@ -228,12 +230,22 @@ bool advance(Cursor& c) {
       moved = true;
       continue;
     }
+    if (!c.opened) {  // a prelude may swap the schedule, so it runs before anything reads the steps
+      c.inHook = static_cast<bool>(t.prelude);
+      if (t.prelude && !t.prelude(t)) return moved;
+      c.opened = true;
+      c.inHook = false;
+    }
     if (c.step >= t.schedule->steps.size()) {
+      c.inHook = static_cast<bool>(t.epilogue);
+      if (t.epilogue && !t.epilogue()) return moved;
+      c.inHook = false;
       if (t.after) t.after();
       ++c.task;
       c.step = 0;
       c.posted = false;
       c.started = false;
+      c.opened = false;
       moved = true;
       continue;
     }
@@ -343,7 +355,7 @@ void run(std::vector<Task>& tasks) {
       for (Cursor& c : cursors) {
         if (c.done()) continue;
         Task& t = *c.tasks[c.task];
-        if (t.poll)
+        if (t.poll || (c.inHook && t.waitingFor))
           throw Error(hocclTimeout, silentPeerMessage(c.comm->describe(), t.what(), timeout.count(), t.waitingFor()));
         throw Error(hocclTimeout,
                     silentPeerMessage(c.comm->describe(),
