@@ -12,6 +12,10 @@
  * this thread, while a helper thread keeps the step's transfers moving (exec/progress_helper.h); a peer failure the
  * helper saw is rethrown here once the callback returned.
  *
+ * A task may have a prelude (polled before its first step, never blocking; it may swap the task's schedule for a
+ * variant its peers agreed on) and an epilogue (polled after its last step): HO-Ring's host level on mapped memory
+ * (comm/host_level_plan.h) runs there.
+ *
  * Lazy connections (HOCCL_CONNECT=lazy): before anything moves, each communicator connects every peer its tasks'
  * schedules name that it has no channel to yet, all at once (Communicator::connect); those peers do the same for the
  * same call, so a ring connects its 2 peers on the first call and reuses them for every later one. Several
