@@ -20,6 +20,10 @@ Channel::Link Channel::serviceClose(bool, bool) { return Link::Open; }
 
 std::vector<std::unique_ptr<Shortcut>> Transport::shortcuts(const ShortcutContext&, bool) { return {}; }
 
+std::unique_ptr<HostLevel> Transport::hostLevel(const ShortcutContext&, const std::vector<int>&, bool) {
+  return nullptr;
+}
+
 void Transport::prepare(const ConnectContext&, const std::vector<int>&) {}
 
 std::map<int, std::unique_ptr<Channel>> Transport::connectPeers(const ConnectContext& ctx, const std::vector<int>&) {

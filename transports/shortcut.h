@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/collective.h"
 #include "base/health.h"
@@ -93,6 +94,55 @@ class Shortcut {
   /// A call of the communicator failed in a way that breaks it (a peer may have died): drop whatever of the peers'
   /// memory the shortcut keeps mapped, so a dead peer's memory is not held alive until the communicator goes. Called
   /// on the thread that made the failed call, with no op of the shortcut running. Default: nothing to drop.
+  virtual void releasePeerMemory() {}
+};
+
+/// One element range [off, off + len) of a buffer.
+struct ElemRange {
+  size_t off = 0;  ///< first element
+  size_t len = 0;  ///< elements
+};
+
+/// The host level of one hierarchical all-reduce (HO-Ring's level 0) on this rank, run by a transport instead of
+/// ring steps. Protocol: agree() until true (every rank of the host published its buffers and made the same call);
+/// then, when mapped(), reduceScatter() once, the algorithm's inter-host steps on this rank's ranges, and
+/// allGather() until true; when not mapped(), the algorithm runs its own host-level steps and the op is done.
+class HostLevelOp {
+ public:
+  virtual ~HostLevelOp() = default;
+  /// Publishes this rank's buffers and waits (never blocks) until every rank of the host has done so for the same
+  /// call: true then. Throws hocclRemoteError naming a dead peer, hocclTimeout naming a silent one (HOCCL_TIMEOUT),
+  /// hocclInvalidUsage on a mismatch or an abort.
+  virtual bool agree() = 0;
+  /// After agree(): true when every rank of the host registered both its buffers in memory the others can map, so
+  /// that this rank reads their inputs and writes their outputs directly. The same answer on every rank of the host.
+  virtual bool mapped() const = 0;
+  /// mapped(): reduces this rank's ranges from every host rank's input (its own first) into its own output.
+  virtual void reduceScatter() = 0;
+  /// mapped(), after the inter-host steps: copies this rank's ranges of its output into every host rank's output
+  /// (once), then waits (never blocks) until every host rank has done the same: true then, and no peer touches this
+  /// rank's buffers any more. Throws like agree().
+  virtual bool allGather() = 0;
+  /// The peers it waits for now, for messages ("nobody" when none).
+  virtual std::string missing() const = 0;
+};
+
+/// A transport's way to run the host level of a hierarchical all-reduce among the ranks of this host (the shm
+/// transport: through mappings of the buffers registered on every rank of the host).
+class HostLevel {
+ public:
+  virtual ~HostLevel() = default;
+  /// For messages ("shm host level").
+  virtual const char* name() const = 0;
+  /// The ranks of this host it groups, ascending, this rank included.
+  virtual const std::vector<int>& ranks() const = 0;
+  /// Whether it takes part in `call` (collective, op, memory kinds, size). The same answer on every rank of the host.
+  virtual bool canRun(const CollCall& call) const = 0;
+  /// Starts the host level of `call`; `mine`: the element ranges this rank reduces and hands out (inside the count).
+  virtual std::unique_ptr<HostLevelOp> start(const CollCall& call, std::vector<ElemRange> mine) = 0;
+  /// Calls whose host level ran through mappings so far (tests check that the mapped path ran).
+  virtual uint64_t mappedCalls() const = 0;
+  /// See Shortcut::releasePeerMemory.
   virtual void releasePeerMemory() {}
 };
 

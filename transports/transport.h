@@ -82,6 +82,7 @@ struct ConnectContext {
 
 struct ShortcutContext;
 class Shortcut;
+class HostLevel;
 
 /// A transport: says which peers it reaches, builds Channels to them, and may offer collective shortcuts.
 class Transport {
@@ -118,6 +119,11 @@ class Transport {
   /// whether it was chosen for every peer (the same on every rank). Collective: every rank calls it after connect,
   /// in transport order. Default: none.
   virtual std::vector<std::unique_ptr<Shortcut>> shortcuts(const ShortcutContext& ctx, bool reachesAll);
+  /// The host level of hierarchical collectives (transports/shortcut.h: HostLevel) among this rank and the same-host
+  /// peers of `peers` (those this transport was chosen for), when it offers one and does not reach every rank.
+  /// Not collective over the communicator: only the ranks of this host meet in it. Default: none.
+  virtual std::unique_ptr<HostLevel> hostLevel(const ShortcutContext& ctx, const std::vector<int>& peers,
+                                               bool reachesAll);
 };
 
 }  // namespace hoccl::transport

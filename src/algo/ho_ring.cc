@@ -29,6 +29,13 @@
 // in chunk order: FIFO matching holds and the schedule is deadlock-free under rendezvous semantics (by induction on
 // the global step). Steps left empty on a rank are dropped. In steady state one step carries chunk k across the
 // switches while chunk k+1 is reduced inside hosts and chunk k-1 is gathered back.
+//
+// Host level on mapped memory (hoRingScheduleAboveHost): when every rank of a host registered its all-reduce
+// buffers, the transport's host level (transports/shortcut.h) reduces each rank's level-0 part of every chunk
+// straight from its host peers' inputs before the first step, and copies it into their outputs after the last;
+// the schedule is then the same one without level 0's slots. Dropping those slots shifts every chunk's remaining
+// slots by the same amount, so each channel between hosts still carries its messages in the same order, and the
+// induction above still holds on the global steps of the full schedule (the dropped steps are empty on this rank).
 #include "algo/ho_ring.h"
 
 #include <algorithm>
@@ -66,6 +73,7 @@ struct Ctx {
   int rank;
   uint16_t work;  // W
   uint16_t src0;  // source of the first reduce-scatter phase (kInput for all-reduce)
+  bool skipHost;  // level 0 runs outside the schedule (host level on mapped memory)
 };
 
 // The range of chunk c that rank holds after `depth` reduce-scatter levels.
@@ -150,7 +158,52 @@ size_t hoRingDefaultChunks(size_t elems, int nranks) {
   return std::clamp<size_t>(k, 1, kMaxChunks);
 }
 
+namespace {
+
+// The chunk count of hoRingSchedule for args (workElems > 0).
+size_t chunksOf(const sched::CollArgs& args, size_t workElems) {
+  const bool ar = args.coll == Coll::AllReduce;
+  size_t k = args.chunkCount ? std::max<size_t>(1, (workElems + args.chunkCount - 1) / args.chunkCount)
+                             : hoRingDefaultChunks(workElems, args.nranks);
+  // For RS/AG a chunk is one slice of every block, so there are at most c chunks.
+  return std::clamp<size_t>(std::min(k, ar ? workElems : args.count), 1, kMaxChunks);
+}
+
+sched::Schedule generate(const sched::CollArgs& args, const topo::Topology& topo, bool skipHost);
+
+}  // namespace
+
+HoRingHostSplit hoRingHostSplit(const sched::CollArgs& args, const topo::Topology& topo) {
+  HoRingHostSplit split;
+  if (args.coll != Coll::AllReduce || args.count == 0 || !hoRingApplicable(args, topo) || args.nranks < 2) return split;
+  topo::Hierarchy h = topo::hierarchy(topo);
+  if (h.levels() < 2 || h.sizes[0] < 2) return split;
+  for (int x = 0; x < h.sizes[0]; ++x) split.ring.push_back(h.neighbour(args.rank, 0, x));
+  std::sort(split.ring.begin(), split.ring.end());
+  const size_t k = chunksOf(args, args.count);
+  for (size_t ki = 0; ki < k; ++ki) {
+    Range chunk = part({0, args.count}, static_cast<int>(k), static_cast<int>(ki));
+    Range r = part(chunk, h.sizes[0], h.coord[args.rank][0]);
+    if (r.len) split.mine.emplace_back(r.off, r.len);
+  }
+  split.applicable = true;
+  return split;
+}
+
+sched::Schedule hoRingScheduleAboveHost(const sched::CollArgs& args, const topo::Topology& topo) {
+  if (!hoRingHostSplit(args, topo).applicable)
+    throwInvalidArgument(fmt::format("ho_ring without its host level cannot run {} of count {} with rank {} of {}",
+                                     sched::collName(args.coll), args.count, args.rank, args.nranks));
+  return generate(args, topo, true);
+}
+
 sched::Schedule hoRingSchedule(const sched::CollArgs& args, const topo::Topology& topo) {
+  return generate(args, topo, false);
+}
+
+namespace {
+
+sched::Schedule generate(const sched::CollArgs& args, const topo::Topology& topo, bool skipHost) {
   if (!hoRingApplicable(args, topo))
     throwInvalidArgument(fmt::format("ho_ring cannot run {} with rank {} of {} on a topology of {} ranks",
                                      sched::collName(args.coll), args.rank, args.nranks, topo.nranks));
@@ -162,11 +215,8 @@ sched::Schedule hoRingSchedule(const sched::CollArgs& args, const topo::Topology
   sched::Schedule sched;
   sched.algorithm = "ho_ring";
   if (workElems == 0) return sched;
-  Ctx cx{&h, args.rank, ar ? sched::kOutput : sched::kScratch, ar ? sched::kInput : sched::kScratch};
-  size_t k = args.chunkCount ? std::max<size_t>(1, (workElems + args.chunkCount - 1) / args.chunkCount)
-                             : hoRingDefaultChunks(workElems, args.nranks);
-  // For RS/AG a chunk is one slice of every block, so there are at most c chunks.
-  k = std::clamp<size_t>(std::min(k, ar ? workElems : c), 1, kMaxChunks);
+  Ctx cx{&h, args.rank, ar ? sched::kOutput : sched::kScratch, ar ? sched::kInput : sched::kScratch, skipHost};
+  const size_t k = chunksOf(args, workElems);
   std::vector<size_t> v = virtualBlocks(h);
   std::vector<std::vector<Slot>> chunks(k);
   for (size_t ki = 0; ki < k; ++ki) {
@@ -185,9 +235,9 @@ sched::Schedule hoRingSchedule(const sched::CollArgs& args, const topo::Topology
           {sched::copy(sched::kInput, slice.off, cx.work, chunk.off + v[args.rank] * slice.len, slice.len)});
     }
     if (args.coll != Coll::AllGather)
-      for (int lv = 0; lv < h.levels(); ++lv) reduceScatterSlots(cx, chunk, lv, lv == 0, slots);
+      for (int lv = cx.skipHost ? 1 : 0; lv < h.levels(); ++lv) reduceScatterSlots(cx, chunk, lv, lv == 0, slots);
     if (args.coll != Coll::ReduceScatter)
-      for (int lv = h.levels() - 1; lv >= 0; --lv) allGatherSlots(cx, chunk, lv, slots);
+      for (int lv = h.levels() - 1; lv >= (cx.skipHost ? 1 : 0); --lv) allGatherSlots(cx, chunk, lv, slots);
     if (args.coll == Coll::ReduceScatter) {
       slots.push_back(
           {sched::copy(cx.work, chunk.off + v[args.rank] * slice.len, sched::kOutput, slice.off, slice.len)});
@@ -202,5 +252,7 @@ sched::Schedule hoRingSchedule(const sched::CollArgs& args, const topo::Topology
   if (!ar) sched.scratchCount = workElems;
   return sched;
 }
+
+}  // namespace
 
 }  // namespace hoccl::algo

@@ -3,6 +3,9 @@
 /// the block comment in ho_ring.cc.
 #pragma once
 
+#include <utility>
+#include <vector>
+
 #include "sched/schedule.h"
 #include "topology/topology.h"
 
@@ -13,6 +16,22 @@ namespace hoccl::algo {
 bool hoRingApplicable(const sched::CollArgs& args, const topo::Topology& topo);
 /// The HO-Ring schedule of args.rank. Throws InvalidArgument when not applicable.
 sched::Schedule hoRingSchedule(const sched::CollArgs& args, const topo::Topology& topo);
+
+/// HO-Ring all-reduce with its level 0 (the ranks of a host) run by someone else, the transport's host level
+/// (transports/shortcut.h: HostLevel): which ranks form this rank's level-0 ring and which element ranges this rank
+/// holds after the level-0 reduce-scatter (one per chunk, the ranges the upper levels then work on).
+struct HoRingHostSplit {
+  bool applicable = false;  ///< all-reduce of at least one element, at least two levels, level 0 of >= 2 ranks
+  std::vector<int> ring;    ///< the ranks of this rank's level-0 ring, ascending
+  std::vector<std::pair<size_t, size_t>> mine;  ///< (offset, length) in elements, one per non-empty chunk
+};
+/// See HoRingHostSplit. Uses the same chunking as hoRingSchedule for the same args.
+HoRingHostSplit hoRingHostSplit(const sched::CollArgs& args, const topo::Topology& topo);
+/// hoRingSchedule without the steps of level 0 (all-reduce only, split applicable): the upper levels start from
+/// the output, where the host level left this rank's ranges reduced over the host, and leave the output's other
+/// ranges for the host level to fill. Every message between hosts keeps its place in the order of hoRingSchedule,
+/// so a host that runs level 0 this way and one that runs the ring steps can meet (InvalidArgument otherwise).
+sched::Schedule hoRingScheduleAboveHost(const sched::CollArgs& args, const topo::Topology& topo);
 
 /// The number of pipeline chunks HO-Ring uses for a working buffer of `elems` elements over `nranks` ranks when
 /// args.chunkCount is 0 (exposed for tests and the cost model).

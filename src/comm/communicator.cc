@@ -187,6 +187,7 @@ Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, s
   for (size_t t = 0; t < transports_.size(); ++t) {
     const bool reachesAll = static_cast<int>(peersOf[t].size()) == nranks - 1;
     for (auto& s : transports_[t]->shortcuts(sc, reachesAll)) shortcuts_.push_back(std::move(s));
+    if (!hostLevel_) hostLevel_ = transports_[t]->hostLevel(sc, peersOf[t], reachesAll);
   }
   // Switches by measurement (HOCCL_TOPO_PROBE=1) when no rank knows its switch; the same decision on every rank.
   if (topoProbeWanted(topology_, bootstrap_->ranks())) topology_ = probeTopology(*this);

@@ -114,6 +114,9 @@ class Communicator {
   /// The collective shortcuts the transports offer on this communicator (transports/shortcut.h), in transport
   /// priority order; empty when none applies (e.g. ranks on several hosts).
   const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts() const { return shortcuts_; }
+  /// The host level of hierarchical all-reduce a transport offers among this host's ranks (transports/shortcut.h),
+  /// or null (one host, a rank alone on its host, or no transport offers one).
+  transport::HostLevel* hostLevel() const { return hostLevel_.get(); }
   /// Name used in messages: "comm <name> rank r/n".
   std::string describe() const;
   /// Aborted (hocclCommAbort, any thread) or failed somewhere in the job: every wait checks it (Health::check).
@@ -168,6 +171,7 @@ class Communicator {
   std::map<int, std::unique_ptr<transport::Channel>> connectAnswering(size_t transport, const std::vector<int>& peers);
   transport::ConnectContext connectCtx_;  // kept: the shortcuts use it for the communicator's lifetime
   std::vector<std::unique_ptr<transport::Shortcut>> shortcuts_;
+  std::unique_ptr<transport::HostLevel> hostLevel_;
   std::vector<std::string> transportOfPeer_;
   std::vector<char> scratch_;
   std::vector<std::unique_ptr<transport::DeviceChannel>> deviceChannels_;  // by rank; freed right after the proxy stops

@@ -57,6 +57,7 @@ void recordingFailures(const Op* ops, size_t n, F&& f) {
         // thread (device ops fail on the proxy's thread and never use a shortcut).
         if (!ops[i].onDevice())
           for (const auto& s : ops[i].comm->shortcuts()) s->releasePeerMemory();
+        if (!ops[i].onDevice() && ops[i].comm->hostLevel()) ops[i].comm->hostLevel()->releasePeerMemory();
       }
       std::string verdict;
       const Communicator* blamed = nullptr;

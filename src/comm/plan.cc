@@ -5,6 +5,7 @@
 
 #include "algo/registry.h"
 #include "comm/call_check.h"
+#include "comm/host_level_plan.h"
 #include "comm/redop.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -92,6 +93,7 @@ Planned planCollective(const Op& op, const Resolved& r) {
     const kernels::MemoryOps* mem = p.task.binding.mem;
     p.task.after = [out, n, dt, divisor, mem]() { mem->divide(out, n, dt, divisor); };
   }
+  attachHostLevel(p.task, op, r);  // HO-Ring's host level on mapped memory, when the host agrees
   return p;
 }
 

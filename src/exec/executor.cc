@@ -13,6 +13,10 @@
  * this thread, while a helper thread keeps the step's transfers moving (exec/progress_helper.h); a peer failure the
  * helper saw is rethrown here once the callback returned.
  *
+ * A task may have a prelude (polled before its first step, never blocking; it may swap the task's schedule for a
+ * variant its peers agreed on) and an epilogue (polled after its last step): HO-Ring's host level on mapped memory
+ * (comm/host_level_plan.h) runs there.
+ *
  * Lazy connections (HOCCL_CONNECT=lazy): before anything moves, each communicator connects every peer its tasks'
  * schedules name that it has no channel to yet, all at once (Communicator::connect); those peers do the same for the
  * same call, so a ring connects its 2 peers on the first call and reuses them for every later one. Several
@@ -51,6 +55,8 @@ struct Cursor {
   size_t task = 0, step = 0;
   bool posted = false;
   bool started = false;                     // the current task's `before` hook has run
+  bool opened = false;                      // the current task's prelude is over
+  bool inHook = false;                      // waiting in the current task's prelude or epilogue
   std::vector<transport::Channel*> active;  // channels touched by the current step
   std::vector<int> used;                    // lazy connections: every peer the tasks use, once each
   bool done() const { return task >= tasks.size(); }
@@ -61,7 +67,7 @@ struct Cursor {
     active.clear();
     used.clear();
     task = step = 0;
-    posted = started = false;
+    posted = started = opened = inHook = false;
   }
 };
 
@@ -300,12 +306,22 @@ bool advance(Cursor& c) {
       moved = true;
       continue;
     }
+    if (!c.opened) {  // a prelude may swap the schedule, so it runs before anything reads the steps
+      c.inHook = static_cast<bool>(t.prelude);
+      if (t.prelude && !t.prelude(t)) return moved;
+      c.opened = true;
+      c.inHook = false;
+    }
     if (c.step >= t.schedule->steps.size()) {
+      c.inHook = static_cast<bool>(t.epilogue);
+      if (t.epilogue && !t.epilogue()) return moved;
+      c.inHook = false;
       if (t.after) t.after();
       ++c.task;
       c.step = 0;
       c.posted = false;
       c.started = false;
+      c.opened = false;
       moved = true;
       continue;
     }
@@ -442,7 +458,7 @@ void run(std::vector<Task>& tasks) {
       for (Cursor& c : cursors) {
         if (c.done()) continue;
         Task& t = *c.tasks[c.task];
-        if (t.poll)
+        if (t.poll || (c.inHook && t.waitingFor))
           throw Error(hocclTimeout, silentPeerMessage(c.comm->describe(), t.what(), timeout.count(), t.waitingFor()));
         throw Error(hocclTimeout,
                     silentPeerMessage(c.comm->describe(),

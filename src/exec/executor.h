@@ -44,6 +44,12 @@ struct Task {
   /// set when the schedule has callback prims.
   std::function<void(const sched::Prim& prim, char* data)> callback;
   std::vector<int> peers;  ///< with poll, lazy connections: peers it uses, connected before the run starts
+  /// With a schedule: polled after `before` until true, never blocks, before the first step; it may replace the
+  /// task's schedule (a variant its peers agreed on in the prelude). `waitingFor` names whom it waits for. May be
+  /// empty.
+  std::function<bool(Task& self)> prelude;
+  /// With a schedule: polled after the last step until true, never blocks, before `after`. May be empty.
+  std::function<bool()> epilogue;
 };
 
 /// Runs every task to completion. Throws hoccl::Error naming the rank, the operation, the step and the peer on a

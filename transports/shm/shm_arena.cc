@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -19,6 +21,8 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/params.h"
+#include "base/wait.h"
 #include "transports/shm/shm_file.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/transport_util.h"
@@ -97,7 +101,64 @@ Arena::Arena(std::string name, void* base, size_t bytes, size_t maxBytes, size_t
     : name_(std::move(name)), base_(base), bytes_(bytes), maxBytes_(maxBytes), regionBytes_(regionBytes),
       regions_(static_cast<char*>(base) + kPage) {}
 
-Arena::~Arena() { munmap(base_, bytes_); }
+Arena::~Arena() {
+  munmap(base_, bytes_);
+  if (fd_ >= 0) close(fd_);
+}
+
+std::unique_ptr<Arena> Arena::openGroup(const ConnectContext& group, const std::string& name, size_t maxBytes) {
+  const size_t regionBytes = roundUp(sizeof(Region) + kArenaSlots * roundUp(maxBytes, 64), kPage);
+  size_t bytes = kPage + regionBytes * static_cast<size_t>(group.nranks);
+  if (group.rank == 0) {
+    FileGuard file;
+    file.fd = createSharedFile(name, bytes,
+                               "check free memory (free -h, the cgroup's memory limit), or set HOCCL_CMA_MIN_BYTES=0 "
+                               "to go without the host level on mapped memory");
+    void* base = mapFile(file.fd, name, bytes);
+    auto* h = new (base) ArenaHeader{0, static_cast<uint64_t>(group.nranks), maxBytes, regionBytes};
+    std::atomic_thread_fence(std::memory_order_release);
+    h->magic = kArenaMagic;
+    std::unique_ptr<Arena> arena(new Arena(name, base, bytes, maxBytes, regionBytes));
+    arena->fd_ = file.fd;
+    file.fd = -1;
+    return arena;
+  }
+  const boot::RankInfo& creator = group.peers.at(0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(params::TIMEOUT.get());
+  auto pause = std::chrono::microseconds(20);
+  const std::string who = fmt::format("shm: rank {}", group.peers.at(group.rank).rank);
+  while (true) {
+    if (sharedFileExists(creator.pid, name)) {
+      FileGuard file;
+      file.fd = openSharedFile(creator.pid, name, who + " mapping its host's arena");
+      uint64_t magic = 0;
+      if (::pread(file.fd, &magic, sizeof(magic), 0) == static_cast<ssize_t>(sizeof(magic)) && magic == kArenaMagic) {
+        size_t have = 0;
+        void* base = mapFile(file.fd, name, have);
+        const auto* h = static_cast<const ArenaHeader*>(base);
+        if (h->nranks != static_cast<uint64_t>(group.nranks) || h->maxBytes != maxBytes ||
+            h->regionBytes != regionBytes || have < bytes) {
+          const uint64_t theirs = h->nranks;
+          munmap(base, have);
+          throwInternalError(
+              fmt::format("{}: the host arena {} has {} ranks, this rank expects {} (do all ranks of "
+                          "the host see the same host identity, HOCCL_HOSTID?)",
+                          who, name, theirs, group.nranks));
+        }
+        return std::unique_ptr<Arena>(new Arena(name, base, have, maxBytes, regionBytes));
+      }
+    }
+    if (group.health) group.health->check(who, "waiting for its host's arena");
+    if (!processAlive(creator.pid))
+      throwRemoteError(
+          fmt::format("{} waited for the host arena of {}, whose process has exited", who, describePeer(creator)));
+    if (std::chrono::steady_clock::now() >= deadline)
+      throwTimeout(
+          silentPeerMessage(who, "waiting for its host's arena", params::TIMEOUT.get(), describePeer(creator)));
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(5000));
+  }
+}
 
 std::unique_ptr<Arena> Arena::connect(const ConnectContext& ctx, size_t maxBytes, bool crossMemory) {
   const std::string name = ShmTransport::namePrefix(ctx.jobTag) + "-arena";

@@ -65,6 +65,11 @@ class Arena {
   /// crossMemory()); under Yama's ptrace_scope=1 each rank first allows processes of its user to attach to it, as
   /// Open MPI's shared-memory transport does (what ptrace_scope=0 allows anyway).
   static std::unique_ptr<Arena> connect(const ConnectContext& ctx, size_t maxBytes, bool crossMemory);
+  /// Not collective over the communicator: the ranks of `group` (the ranks of one host; group.rank and group.nranks
+  /// are positions in it, group.peers its members) meet in an arena called `name`. Position 0 creates it and keeps
+  /// its file open for the arena's lifetime (it cannot tell when the others have opened it); the others wait for it
+  /// (HOCCL_TIMEOUT, group.health, the creator's process) and map it. No cross-memory probe (crossMemory() false).
+  static std::unique_ptr<Arena> openGroup(const ConnectContext& group, const std::string& name, size_t maxBytes);
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
@@ -98,6 +103,7 @@ class Arena {
   size_t regionBytes_;
   char* regions_;
   bool crossMemory_ = false;
+  int fd_ = -1;  // openGroup's creator: the file, held open while the arena lives
 };
 
 }  // namespace hoccl::transport::shm

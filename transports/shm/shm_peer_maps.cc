@@ -14,6 +14,17 @@
 
 namespace hoccl::transport::shm {
 
+SharedDesc describeShared(const kernels::Registrations* regs, const void* ptr, size_t bytes) {
+  SharedDesc d;
+  kernels::SharedRef ref;
+  if (!ptr || !regs || !regs->covers(ptr, bytes) || !kernels::findShared(ptr, bytes, &ref)) return d;
+  d.fd = ref.fd;
+  d.inode = ref.inode;
+  d.fileBytes = ref.fileBytes;
+  d.offset = ref.offset;
+  return d;
+}
+
 PeerMaps::~PeerMaps() { releaseAll(); }
 
 void PeerMaps::releaseAll() {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/registrations.h"
 #include "transports/transport.h"
 
 namespace hoccl::transport::shm {
@@ -24,6 +25,9 @@ struct SharedDesc {
   uint64_t fileBytes = 0;  ///< the file's size
   uint64_t offset = 0;     ///< the buffer's offset in the file
 };
+
+/// The descriptor of [ptr, ptr+bytes) when it is registered in `regs` and lies in shared memory (fd -1 otherwise).
+SharedDesc describeShared(const kernels::Registrations* regs, const void* ptr, size_t bytes);
 
 /// The mappings of one communicator's peers. Used by one thread at a time (the communicator's).
 class PeerMaps {

@@ -34,6 +34,8 @@ const char* protocolName(Protocol p) {
     case Protocol::Small: return "small one-shot";
     case Protocol::CopyAddresses: return "single copy, address round";
     case Protocol::CopyDone: return "single copy, closing round";
+    case Protocol::HostAddresses: return "host level, address round";
+    case Protocol::HostDone: return "host level, closing round";
   }
   return "unknown arena round";
 }

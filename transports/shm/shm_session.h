@@ -31,6 +31,8 @@ enum class Protocol : uint8_t {
   Small = 1,          ///< a one-shot small collective: the payload is its input
   CopyAddresses = 2,  ///< single copy, round 1: the payload is the rank's buffer addresses and sizes
   CopyDone = 3,       ///< single copy, round 2: no payload; the rank's copies are over
+  HostAddresses = 4,  ///< host level (shm_host_level.h), round 1: the rank's buffer addresses, sizes, registrations
+  HostDone = 5,       ///< host level, round 2: no payload; the rank's copies into its host peers are over
 };
 /// "small one-shot", "single copy (addresses)", "single copy (done)".
 const char* protocolName(Protocol p);

@@ -61,18 +61,6 @@ constexpr size_t kBasicBuffers = 4 * sizeof(uint64_t);
 constexpr size_t kFullBuffers = sizeof(Buffers);
 static_assert(kBasicBuffers <= kArenaInlineBytes, "the basic address round fits in the line");
 
-// The descriptor of [ptr, ptr+bytes) when it is registered with the communicator and lies in shared memory.
-SharedDesc describeShared(const kernels::Registrations* regs, const void* ptr, size_t bytes) {
-  SharedDesc d;
-  kernels::SharedRef ref;
-  if (!ptr || !regs || !regs->covers(ptr, bytes) || !kernels::findShared(ptr, bytes, &ref)) return d;
-  d.fd = ref.fd;
-  d.inode = ref.inode;
-  d.fileBytes = ref.fileBytes;
-  d.offset = ref.offset;
-  return d;
-}
-
 size_t elemSize(const CollCall& c) { return kernels::typeSize(c.dtype); }
 
 size_t blockBegin(size_t count, int q, int p) { return count * static_cast<size_t>(q) / static_cast<size_t>(p); }

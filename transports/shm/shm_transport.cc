@@ -33,6 +33,7 @@
 #include "base/wait.h"
 #include "transports/shm/shm_channel.h"
 #include "transports/shm/shm_file.h"
+#include "transports/shm/shm_host_level.h"
 #include "transports/shm/shm_single_copy.h"
 #include "transports/shm/shm_small.h"
 #include "transports/transport_util.h"
@@ -189,6 +190,17 @@ std::vector<std::unique_ptr<Shortcut>> ShmTransport::shortcuts(const ShortcutCon
   out.push_back(std::make_unique<SmallShortcut>(session));
   if (session->arena().crossMemory()) out.push_back(std::make_unique<SingleCopyShortcut>(session));
   return out;
+}
+
+std::unique_ptr<HostLevel> ShmTransport::hostLevel(const ShortcutContext& ctx, const std::vector<int>& peers,
+                                                   bool reachesAll) {
+  // The same answer on every rank of the host: they see the same peers and the job's parameters.
+  if (reachesAll || peers.empty() || (params::CMA_MIN_BYTES.isSet() && params::CMA_MIN_BYTES.get() <= 0))
+    return nullptr;
+  std::vector<int> ranks = peers;
+  ranks.push_back(ctx.connect->rank);
+  std::sort(ranks.begin(), ranks.end());
+  return std::make_unique<ShmHostLevel>(ctx, std::move(ranks));
 }
 
 }  // namespace hoccl::transport::shm

@@ -43,6 +43,10 @@ class ShmTransport final : public Transport {
   /// (collective) and offers "small" and, when every pair of ranks may read each other's memory and
   /// HOCCL_CMA_MIN_BYTES > 0, "single_copy".
   std::vector<std::unique_ptr<Shortcut>> shortcuts(const ShortcutContext& ctx, bool reachesAll) override;
+  /// When it does not reach every rank, `peers` (this host's) is not empty and HOCCL_CMA_MIN_BYTES is not 0: the host
+  /// level of HO-Ring's all-reduce through mapped registered buffers (shm_host_level.h).
+  std::unique_ptr<HostLevel> hostLevel(const ShortcutContext& ctx, const std::vector<int>& peers,
+                                       bool reachesAll) override;
 
   /// The name of the shared file (shm_file.h) carrying data from rank `from` to rank `to` of the job `jobTag`.
   static std::string segmentName(const std::string& jobTag, int from, int to);

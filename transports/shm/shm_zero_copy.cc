@@ -13,9 +13,10 @@ constexpr size_t kZeroCopyPiece = 128 << 10;  // bytes per piece: the reduced pi
 
 size_t blockBegin(size_t count, int q, int p) { return count * static_cast<size_t>(q) / static_cast<size_t>(p); }
 
-// out[0, bytes) = reduce over q of in[q] + srcOffset, then (all-reduce) a copy into every peer's output at dstOffset.
-void reduceBlock(const CollCall& call, int me, int p, const MappedBuffers& b, size_t srcOffset, size_t dstOffset,
-                 size_t bytes, bool pushToAll) {
+}  // namespace
+
+void zeroCopyReduce(const CollCall& call, int me, int p, const MappedBuffers& b, size_t srcOffset, size_t dstOffset,
+                    size_t bytes, bool pushToAll) {
   const kernels::MemoryOps& mem = kernels::hostMemoryOps();
   const size_t elem = kernels::typeSize(call.dtype);
   const kernels::BinOp bin = kernels::binOpOf(call.op);
@@ -38,18 +39,16 @@ void reduceBlock(const CollCall& call, int me, int p, const MappedBuffers& b, si
   }
 }
 
-}  // namespace
-
 void zeroCopyRun(const CollCall& call, int me, int p, const MappedBuffers& b) {
   const kernels::MemoryOps& mem = kernels::hostMemoryOps();
   const size_t elem = kernels::typeSize(call.dtype), bytes = call.count * elem;
   switch (call.coll) {
     case Coll::AllReduce: {
       const size_t off = blockBegin(call.count, me, p) * elem;
-      reduceBlock(call, me, p, b, off, off, blockBegin(call.count, me + 1, p) * elem - off, true);
+      zeroCopyReduce(call, me, p, b, off, off, blockBegin(call.count, me + 1, p) * elem - off, true);
       return;
     }
-    case Coll::ReduceScatter: reduceBlock(call, me, p, b, static_cast<size_t>(me) * bytes, 0, bytes, false); return;
+    case Coll::ReduceScatter: zeroCopyReduce(call, me, p, b, static_cast<size_t>(me) * bytes, 0, bytes, false); return;
     case Coll::AllGather:
       for (int q = 0; q < p; ++q) {
         char* dst = b.recv[me] + static_cast<size_t>(q) * bytes;

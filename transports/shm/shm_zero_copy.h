@@ -25,6 +25,12 @@ struct MappedBuffers {
   std::vector<char*> recv;        ///< output of rank q
 };
 
+/// Reduces bytes [srcOffset, +bytes) of every rank's input (this rank's own first, so an in-place output may alias
+/// it) into this rank's output at dstOffset, a cache-sized piece at a time; with `pushToAll` each finished piece is
+/// also copied into every peer's output at dstOffset. Divides by p for hocclAvg.
+void zeroCopyReduce(const CollCall& call, int me, int p, const MappedBuffers& b, size_t srcOffset, size_t dstOffset,
+                    size_t bytes, bool pushToAll);
+
 /// Runs this rank's share of `call` on rank `me` of `p` over the mapped buffers.
 void zeroCopyRun(const CollCall& call, int me, int p, const MappedBuffers& b);
 
