@@ -109,20 +109,25 @@ void IpcChannel::sendFrame(const void* msg, size_t bytes) {
 }
 
 void IpcChannel::postFrameRecv() {
+  arriving_.push_back(std::make_unique<Arriving>());
+  Arriving* a = arriving_.back().get();
   RecvTarget t;
   t.granule = 8;
-  t.sink = [this](const void* data, size_t offset, size_t len) {
-    if (offset != inFill_ || inFill_ + len > kFrameBytes)
+  t.sink = [this, a](const void* data, size_t offset, size_t len) {
+    if (offset != a->fill || a->fill + len > kFrameBytes)
       throwInternalError(
           fmt::format("rank {}: the channel to rank {} delivered {} bytes at {} of a {}-byte frame "
                       "(expected offset {})",
-                      rank_, peer(), len, offset, kFrameBytes, inFill_));
-    std::memcpy(in_.bytes + inFill_, data, len);
-    inFill_ += len;
-    if (inFill_ < kFrameBytes) return;
-    inFill_ = 0;
-    --recvsOpen_;
-    onFrame(in_);
+                      rank_, peer(), len, offset, kFrameBytes, a->fill));
+    std::memcpy(a->frame.bytes + a->fill, data, len);
+    a->fill += len;
+    // Handle every whole frame at the front, in posting order (a later one may be whole first).
+    while (!arriving_.empty() && arriving_.front()->fill == kFrameBytes) {
+      std::unique_ptr<Arriving> done = std::move(arriving_.front());
+      arriving_.pop_front();
+      --recvsOpen_;
+      onFrame(done->frame);
+    }
   };
   wire_.postRecv(kFrameBytes, std::move(t));
   ++recvsOpen_;

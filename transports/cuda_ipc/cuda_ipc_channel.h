@@ -113,8 +113,14 @@ class IpcChannel final : public DeviceChannel {
   // Frames on the wire.
   std::deque<Frame> out_;  // posted sends, oldest first, until the wire no longer counts them
   size_t recvsOpen_ = 0;   // frame receives posted to the wire and not yet complete
-  Frame in_{};             // the frame arriving now
-  size_t inFill_ = 0;
+  // The frames arriving, one per open frame receive, in posting order: a wire may hand the bytes of a later
+  // receive to its sink before an earlier one is whole (tcp stripes messages over several connections), so each
+  // receive fills its own frame and frames are handled in posting order once the oldest is whole.
+  struct Arriving {
+    Frame frame{};
+    size_t fill = 0;
+  };
+  std::deque<std::unique_ptr<Arriving>> arriving_;
 
   // The direct path.
   std::deque<Op> sends_, recvs_;  // in posting order, until complete
