@@ -310,12 +310,14 @@ int deadPeer(hocclComm_t comm, int rank) {
   MP_CHECK(rank, hocclStreamCreate(&s));
   MP_CHECK(rank, hocclAllReduce(buf, buf, 1000, hocclFloat, hocclSum, comm, s));  // the direct path is agreed
   MP_CHECK(rank, hocclStreamSynchronize(s));
-  const auto start = std::chrono::steady_clock::now();
-  MP_CHECK(rank, hocclAllReduce(buf, buf, kCount, hocclFloat, hocclSum, comm, s));
+  // Rank 1 never joins the large all-reduce: it exits while rank 0's pieces wait in its slots for credits. (Letting
+  // rank 1 join and exit after a pause raced with the call finishing first on an idle machine.)
   if (rank == 1) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // pieces are moving by now
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0's pieces are moving by now
     _exit(0);
   }
+  const auto start = std::chrono::steady_clock::now();
+  MP_CHECK(rank, hocclAllReduce(buf, buf, kCount, hocclFloat, hocclSum, comm, s));
   MP_CHECK(rank, hocclStreamSynchronize(s));  // released, not hung
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   hocclResult_t async = hocclSuccess;
