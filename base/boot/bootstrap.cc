@@ -324,7 +324,8 @@ Bootstrap::Bootstrap(const Contact& contact, int rank, int nranks, const RankInf
       throwInternalError(fmt::format("rank {}: the bootstrap root sent a plan of {} bytes", rank, payload.size()));
     std::memcpy(&plan, payload.data(), sizeof(plan));
     known.resize((payload.size() - sizeof(plan)) / sizeof(RankInfo));
-    std::memcpy(known.data(), payload.data() + sizeof(plan), known.size() * sizeof(RankInfo));
+    if (!known.empty())  // a 1-rank plan carries no neighbours (memcpy with a null pointer is undefined)
+      std::memcpy(known.data(), payload.data() + sizeof(plan), known.size() * sizeof(RankInfo));
     break;
   }
   net::Address parentAddr;
