@@ -6,7 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 #include <cstdio>
+#include <filesystem>
 #include <stdexcept>
 #include <thread>
 
@@ -33,14 +36,47 @@ std::vector<std::string> runThreads(int nranks, const std::function<void(int)>& 
   return errors;
 }
 
+namespace {
+
+// Threads of this process (Linux: /proc/self/task).
+size_t threadCount() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// Waits (at most 2 s) until this process's thread count has stopped falling: the bootstrap roots of an earlier
+// runProcesses end once their ranks are gone, freeing memory as they go, and a child forked at that moment inherits
+// the allocator's lock held (GCC 12's ASan allocator has no fork handlers: test_transports' 8-rank case hung so
+// under ASan in 3 of 3 runs).
+void letEndingThreadsEnd() {
+  const auto until = Clock::now() + std::chrono::seconds(2);
+  size_t last = threadCount();
+  int steady = 0;
+  while (steady < 3 && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const size_t now = threadCount();
+    steady = now == last ? steady + 1 : 0;
+    last = now;
+  }
+}
+
+}  // namespace
+
 /// Runs fn(rank) in a forked child per rank; returns each child's text ("" = success). Children that do not finish
 /// within `limit` are killed. A child's text travels back through a pipe.
 std::vector<std::string> runProcesses(int nranks, const std::function<std::string(int)>& fn,
                                       std::chrono::seconds limit) {
   std::vector<pid_t> pids(nranks);
   std::vector<int> pipes(nranks);
+  letEndingThreadsEnd();
   std::fflush(stdout);
   std::fflush(stderr);
+  // The children start together, once all are forked: a child forked while a thread of this process (the bootstrap
+  // root serving children forked earlier) holds an allocator lock would inherit it locked and hang in its first
+  // malloc (GCC 12's ASan allocator has no fork handlers; test_transports' 8-rank case hung so under ASan).
+  int gate[2];
+  if (pipe(gate) != 0) throw std::runtime_error("pipe() failed");
   for (int r = 0; r < nranks; ++r) {
     int fds[2];
     if (pipe(fds) != 0) throw std::runtime_error("pipe() failed");
@@ -48,6 +84,14 @@ std::vector<std::string> runProcesses(int nranks, const std::function<std::strin
     if (pid < 0) throw std::runtime_error("fork() failed");
     if (pid == 0) {
       close(fds[0]);
+      close(gate[1]);
+      char c;
+      while (true) {  // end of file: the parent has forked every rank
+        const ssize_t n = read(gate[0], &c, 1);
+        if (n < 0 && errno == EINTR) continue;
+        break;
+      }
+      close(gate[0]);
       std::string msg;
       try {
         msg = fn(r);
@@ -62,6 +106,8 @@ std::vector<std::string> runProcesses(int nranks, const std::function<std::strin
     pids[r] = pid;
     pipes[r] = fds[0];
   }
+  close(gate[0]);
+  close(gate[1]);  // releases the children
   std::vector<std::string> results(nranks);
   auto deadline = Clock::now() + limit;
   for (int r = 0; r < nranks; ++r) {
