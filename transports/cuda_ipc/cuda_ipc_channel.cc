@@ -108,6 +108,15 @@ void IpcChannel::sendFrame(const void* msg, size_t bytes) {
   wire_.postSend(out_.back().bytes, kFrameBytes);
 }
 
+void IpcChannel::sendPieceFrame(Kind kind, const Piece& p) {
+  Msg m;
+  m.kind = kind;
+  m.seq = p.seq;
+  m.opBytes = p.op->bytes;
+  m.len = p.len;
+  sendFrame(&m, sizeof m);
+}
+
 void IpcChannel::postFrameRecv() {
   arriving_.push_back(std::make_unique<Arriving>());
   Arriving* a = arriving_.back().get();
@@ -354,12 +363,7 @@ bool IpcChannel::sendReadies() {
   while (!copying_.empty() && dev_.query(sendEvents_[static_cast<size_t>(copying_.front().seq % peerSlots_)])) {
     const Piece p = copying_.front();
     copying_.pop_front();
-    Msg m;
-    m.kind = Kind::Ready;
-    m.seq = p.seq;
-    m.opBytes = p.op->bytes;
-    m.len = p.len;
-    sendFrame(&m, sizeof m);
+    sendPieceFrame(Kind::Ready, p);
     deviceChannelStats().p2pBytesSent += p.len;
     moved = true;
   }
@@ -428,12 +432,7 @@ bool IpcChannel::reclaim() {
     const Piece p = landing_.front();
     landing_.pop_front();
     p.op->done += p.len;
-    Msg m;
-    m.kind = Kind::Credit;
-    m.seq = p.seq;
-    m.opBytes = p.op->bytes;
-    m.len = p.len;
-    sendFrame(&m, sizeof m);
+    sendPieceFrame(Kind::Credit, p);
     deviceChannelStats().p2pBytesReceived += p.len;
     moved = true;
   }

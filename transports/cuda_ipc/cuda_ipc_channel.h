@@ -75,6 +75,7 @@ class IpcChannel final : public DeviceChannel {
   void post(const Op& op);
   void postDirect(const Op& op);
   void sendFrame(const void* msg, size_t bytes);
+  void sendPieceFrame(Kind kind, const Piece& p);  // a Ready or a Credit for piece p
   void postFrameRecv();
   void onFrame(const Frame& f);
   void onReady(const Msg& m);
