@@ -7,8 +7,8 @@
 // Ranks of one host move device buffers directly between their devices
 // (transports/cuda_ipc/; HOCCL_DEVICE_P2P=1, the default): the ordering checks run over that path, which must have
 // carried bytes, and a send and a receive of different sizes fail on both ranks with hocclInvalidUsage naming both
-// and the two sizes, with not a byte written into the receive buffer. With 2 ranks, last, rank 1 dies in the middle
-// of a large all-reduce over the direct path: rank 0's call fails naming rank 1 (the shm channel carrying the
+// and the two sizes, with not a byte written into the receive buffer. With 2 ranks, last, rank 1 dies while rank 0's pieces
+// of a large all-reduce wait in its slots (direct path): rank 0's call fails naming rank 1 (the shm channel carrying the
 // frames watches its pid), its stream is released, and no wait outlives HOCCL_TIMEOUT.
 //
 // Usage: mp_device --ranks N
@@ -300,7 +300,7 @@ int directSizeMismatch(hocclComm_t comm, int rank) {
   return 0;
 }
 
-// See the file comment. Rank 1 exits (status 0) inside the call; rank 0 checks its error.
+// See the file comment. Rank 1 exits (status 0) without joining the large call; rank 0 checks its error.
 int deadPeer(hocclComm_t comm, int rank) {
   if (hoccl::device::current()->hostAccessible()) return 0;
   constexpr size_t kCount = size_t{4} << 20;  // 16 MiB: many pieces, so rank 1 dies with pieces in flight
