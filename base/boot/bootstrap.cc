@@ -284,13 +284,16 @@ Bootstrap::Bootstrap(const Contact& contact, int rank, int nranks, const RankInf
     handHeadId(root, contact.job);
   }
   net::Deadline deadline = net::defaultDeadline();
-  impl_->fd = net::connectUntil(root.root, deadline,
-                                fmt::format("rank {}: joining the bootstrap root (HOCCL_COMM_ID / unique id)", rank));
-  authenticate(impl_->fd.get(), root.secret, Hello{root.nonce, rank, -1, 0}, deadline,
-               fmt::format("rank {}: joining the bootstrap root at {}", rank, impl_->rootName),
-               "Start every rank with the same HOCCL_AUTH_TOKEN (hoccl-run sets one for the whole job) or pass every "
-               "rank the bytes of the same hocclGetUniqueId call; if they are the same, another job or program "
-               "listens at that address (is HOCCL_COMM_ID's port shared with another job?)");
+  impl_->fd = connectAuthenticated(
+      [&] {
+    return net::connectUntil(root.root, deadline,
+                             fmt::format("rank {}: joining the bootstrap root (HOCCL_COMM_ID / unique id)", rank));
+      },
+      root.secret, Hello{root.nonce, rank, -1, 0}, deadline,
+      fmt::format("rank {}: joining the bootstrap root at {}", rank, impl_->rootName),
+      "Start every rank with the same HOCCL_AUTH_TOKEN (hoccl-run sets one for the whole job) or pass every "
+      "rank the bytes of the same hocclGetUniqueId call; if they are the same, another job or program "
+      "listens at that address (is HOCCL_COMM_ID's port shared with another job?)");
   // The tree listener: on the address this end of the root connection has (the interface that reaches the root).
   net::Address here;
   here.length = sizeof(here.storage);

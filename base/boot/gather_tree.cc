@@ -95,9 +95,10 @@ TreeOutcome GatherTree::link(int listenFd, const net::Address& parentAddr, const
     const std::string what = fmt::format("{}: linking to its parent {} in the bootstrap tree at {}", who_, parent_.name,
                                          parentAddr.toString());
     try {
-      parent_.fd = net::connectUntil(parentAddr, deadline, what);
-      authenticate(parent_.fd.get(), secret, Hello{tag, rank_, place_.parent, kTreeLinkIndex}, deadline, what,
-                   "every rank of a communicator must hold the same job secret (the same unique id)");
+      parent_.fd = connectAuthenticated([&] { return net::connectUntil(parentAddr, deadline, what); }, secret,
+                                        Hello{tag, rank_, place_.parent, kTreeLinkIndex}, deadline, what,
+                                        "every rank of a communicator must hold the same job secret (the same "
+                                        "unique id)");
     } catch (const Error& e) {
       parent_.fd.reset();
       return blame(e.code(), fmt::format("{} failed: {}", what, e.what()));

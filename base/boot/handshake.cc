@@ -8,8 +8,8 @@
  *              (or status kBadVersion and L's version, when the hello's version differs: no proof at all)
  *   3. C checks Ps. Wrong: C -> L FinishWire{kMismatch} (no proof) and C fails with "the token did not match".
  *      Right:  C -> L FinishWire{kOk, Pc = HMAC-SHA256(K, "hoccl-auth-2 C" | hello | Ns)}
- *   4. L checks Pc; a wrong or missing one closes the connection. After step 4 the connection carries its normal
- *      protocol.
+ *   4. L checks Pc and the hello's peer. Right: L -> C AcceptWire{kOk}; wrong: AcceptWire{kRefused} (best effort)
+ *      and L closes the connection. After step 4 the connection carries its normal protocol.
  * `hello` is the whole first message, so both proofs cover both nonces, the role (the label), the communicator tag,
  * both ranks and the connection index.
  *
@@ -25,8 +25,16 @@
  * port scanners and ranks of other jobs out; it is no substitute for a trusted network (docs/reliability-auth.md).
  *
  * The listener serves every connection at once (poll over the listening socket and all sockets in their handshake),
- * each with its own deadline (kHandshakeWait), and reads only whole handshake messages (never beyond step 3), so
- * the normal protocol's first bytes stay in the socket for the caller.
+ * each with its own deadline (kHandshakeWait for the hello, kProofWait for the proof once it has sent its challenge),
+ * and reads only whole handshake messages (never beyond step 3), so the normal protocol's first bytes stay in the
+ * socket for the caller.
+ *
+ * Why step 4 answers (version 3; version 2 ended at step 3): both ends must agree that the connection exists. In
+ * version 2 the caller counted the connection as made once it had sent its proof, while the listener could still
+ * drop it (its deadline passed because the caller's thread was starved of CPU, 256 thread ranks on 2 cores under
+ * ASan); the caller then met "connection reset" in its first collective and the listener kept waiting for a
+ * connection that never came. Now the caller waits for the acceptance, and a connection the listener closed before
+ * accepting is made again (connectAuthenticated), until the caller's deadline.
  */
 #include "base/boot/handshake.h"
 
@@ -43,7 +51,9 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <mutex>
+#include <thread>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -56,10 +66,11 @@ using Nonce = std::array<uint8_t, 32>;
 using Mac = std::array<uint8_t, 32>;
 
 constexpr uint32_t kMagic = 0x48415554;  // "HAUT"
-constexpr uint32_t kVersion = 2;         // 1 was the plain hello that carried the secret itself
+constexpr uint32_t kVersion = 3;         // 1: the plain hello that carried the secret; 2: no acceptance (step 4)
 constexpr uint32_t kOk = 0;
 constexpr uint32_t kBadVersion = 1;  // challenge: the hello's version differs from the listener's
 constexpr uint32_t kMismatch = 2;    // finish: the listener's proof did not match the caller's secret
+constexpr uint32_t kRefused = 3;     // accept: the caller's proof or its claimed peer is wrong
 
 struct ClientHelloWire {
   uint32_t magic;
@@ -83,6 +94,10 @@ struct FinishWire {
   uint32_t magic;
   uint32_t status;
   uint8_t proof[32];
+};
+struct AcceptWire {
+  uint32_t magic;
+  uint32_t status;
 };
 
 // Upper bound of connections in their handshake at once; the oldest goes when a new one would pass it.
@@ -192,12 +207,33 @@ void sendHelloOnly(int fd, const Hello& hello, net::Deadline deadline) {
   net::writeAll(fd, &w, sizeof(w), deadline, "sending a handshake hello");
 }
 
-void authenticate(int fd, const net::Secret& secret, const Hello& hello, net::Deadline deadline,
-                  const std::string& what, const std::string& advice) {
+namespace {
+
+// The listener closed the connection in the middle of the handshake (it dropped it): the caller may connect again.
+struct Dropped {
+  std::string why;
+};
+
+// readAll/writeAll for the handshake: a closed or reset connection becomes Dropped; timeouts stay errors.
+template <typename Io>
+void handshakeIo(Io io) {
+  try {
+    io();
+  } catch (const Error& e) {
+    if (e.code() == hocclTimeout) throw;
+    throw Dropped{e.what()};
+  }
+}
+
+// One attempt of the caller's side (steps 1-4) on a connected socket; throws Dropped when the listener hangs up.
+void authenticateOnce(int fd, const net::Secret& secret, const Hello& hello, net::Deadline deadline,
+                      const std::string& what, const std::string& advice) {
   const ClientHelloWire w = helloWire(hello);
-  net::writeAll(fd, &w, sizeof(w), deadline, what + ": sending the handshake hello");
+  handshakeIo([&] { net::writeAll(fd, &w, sizeof(w), deadline, what + ": sending the handshake hello"); });
   ChallengeWire c{};
-  net::readAll(fd, &c, sizeof(c), deadline, what + ": waiting for the other side's proof of the job secret");
+  handshakeIo([&] {
+    net::readAll(fd, &c, sizeof(c), deadline, what + ": waiting for the other side's proof of the job secret");
+  });
   if (c.magic != kMagic)
     throwRemoteError(
         fmt::format("{}: the other side answered the handshake with something that is not a hoccl "
@@ -224,7 +260,50 @@ void authenticate(int fd, const net::Secret& secret, const Hello& hello, net::De
   f.status = kOk;
   Mac mine = proof(secret, kCallerLabel, w, c.nonce);
   std::memcpy(f.proof, mine.data(), mine.size());
-  net::writeAll(fd, &f, sizeof(f), deadline, what + ": sending the proof of the job secret");
+  handshakeIo([&] { net::writeAll(fd, &f, sizeof(f), deadline, what + ": sending the proof of the job secret"); });
+  AcceptWire a{};
+  handshakeIo([&] { net::readAll(fd, &a, sizeof(a), deadline, what + ": waiting for the other side to accept"); });
+  if (a.magic != kMagic || a.status != kOk)
+    throwInvalidUsage(
+        fmt::format("{}: the other side refused the connection after the handshake (it is not rank {}, "
+                    "or it could not check this rank's proof); its log says why. {}",
+                    what, hello.peer, advice));
+}
+
+}  // namespace
+
+bool authenticate(int fd, const net::Secret& secret, const Hello& hello, net::Deadline deadline,
+                  const std::string& what, const std::string& advice) {
+  try {
+    authenticateOnce(fd, secret, hello, deadline, what, advice);
+    return true;
+  } catch (const Dropped& d) {
+    HOCCL_TRACE(kNet, "{}: the other side closed the connection during the handshake ({})", what, d.why);
+    return false;
+  }
+}
+
+net::Fd connectAuthenticated(const std::function<net::Fd()>& open, const net::Secret& secret, const Hello& hello,
+                             net::Deadline deadline, const std::string& what, const std::string& advice) {
+  for (int attempt = 1;; ++attempt) {
+    net::Fd fd = open();
+    std::string why;
+    try {
+      authenticateOnce(fd.get(), secret, hello, deadline, what, advice);
+      return fd;
+    } catch (const Dropped& d) {
+      why = d.why;
+    }
+    if (Clock::now() >= deadline)
+      throwRemoteError(fmt::format(
+          "{}: the other side closed the connection during the handshake {} time(s), the last time: {}. Its log "
+          "names the reason (\"rejected a connection\"); a listener drops handshakes that stall for {} s, e.g. when "
+          "its host is overloaded",
+          what, attempt, why, kProofWait.count() / 1000));
+    HOCCL_INFO(kNet, "{}: the other side dropped the connection during the handshake ({}); connecting again", what,
+               why);
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(100, 5 * attempt)));
+  }
 }
 
 // ---- Acceptor ----
@@ -232,8 +311,8 @@ void authenticate(int fd, const net::Secret& secret, const Hello& hello, net::De
 struct Acceptor::Pending {
   net::Fd fd;
   std::string from;
-  Clock::time_point until;
-  int stage = 0;  // 0: reading the hello, 1: reading the finish
+  Clock::time_point until;  // kHandshakeWait from the accept, then kProofWait from the challenge
+  int stage = 0;            // 0: reading the hello, 1: reading the finish
   ClientHelloWire hello{};
   Nonce nonce{};
   FinishWire finish{};
@@ -317,6 +396,7 @@ bool Acceptor::step(Pending& p, std::string* reason) {
     if (n != static_cast<ssize_t>(sizeof(c)) && reason->empty())
       *reason = "it could not take the challenge (connection reset?)";
     p.stage = 1;
+    p.until = Clock::now() + kProofWait;
     return false;
   }
   if (p.finish.magic != kMagic) {
@@ -331,17 +411,19 @@ bool Acceptor::step(Pending& p, std::string* reason) {
         who);
     return false;
   }
-  if (p.finish.status != kOk || !sameMac(proof(secret_, kCallerLabel, p.hello, p.nonce.data()), p.finish.proof)) {
+  // Step 4: the acceptance (or the refusal) goes back. A fresh socket's send buffer takes the 8 bytes at once.
+  AcceptWire a{kMagic, kOk};
+  if (p.finish.status != kOk || !sameMac(proof(secret_, kCallerLabel, p.hello, p.nonce.data()), p.finish.proof))
     *reason = fmt::format("{}sent a wrong proof of the job secret", who);
-    return false;
-  }
-  if (p.hello.peer != selfRank_) {
+  else if (p.hello.peer != selfRank_)
     *reason = fmt::format("{}proved the job secret but wants to reach {}, and this is {}", who,
                           p.hello.peer < 0 ? std::string("the bootstrap root") : fmt::format("rank {}", p.hello.peer),
                           selfRank_ < 0 ? std::string("the bootstrap root") : fmt::format("rank {}", selfRank_));
-    return false;
-  }
-  return true;
+  if (!reason->empty()) a.status = kRefused;
+  const ssize_t n = ::send(p.fd.get(), &a, sizeof(a), MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (n != static_cast<ssize_t>(sizeof(a)) && reason->empty())
+    *reason = fmt::format("{}proved the job secret but could not take the acceptance (connection reset?)", who);
+  return reason->empty();
 }
 
 std::optional<Acceptor::Peer> Acceptor::next(net::Deadline deadline) {
@@ -351,8 +433,12 @@ std::optional<Acceptor::Peer> Acceptor::next(net::Deadline deadline) {
     for (size_t i = 0; i < pending_.size();) {
       if (pending_[i]->until <= now) {
         noteRejected(name_, pending_[i]->from,
-                     fmt::format("it did not complete the handshake within {} ms (idle, or not a hoccl rank)",
-                                 kHandshakeWait.count()));
+                     pending_[i]->stage == 0
+                         ? fmt::format("it sent no hello within {} ms (idle, or not a hoccl rank)",
+                                       kHandshakeWait.count())
+                         : fmt::format("it sent no proof within {} ms of the challenge (a stalled rank, or not a "
+                                       "hoccl rank); a rank of the job connects again",
+                                       kProofWait.count()));
         pending_.erase(pending_.begin() + static_cast<long>(i));
       } else {
         ++i;

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,13 +29,24 @@ struct Hello {
 /// How long a listener gives a connection to complete the handshake: a stranger or an idle socket is dropped then,
 /// and never holds up the others (they are served at the same time).
 constexpr std::chrono::milliseconds kHandshakeWait{2000};
+/// How long a listener waits for the caller's proof once it has sent its challenge, and a bootstrap root for the
+/// first message after the acceptance: the caller sent a well-formed hello, so it is most likely a rank of the job
+/// whose thread is slow to be scheduled (many ranks on few cores), not a stranger.
+constexpr std::chrono::milliseconds kProofWait{10000};
 
 /// The connecting side of the handshake on a connected socket: sends the hello and a fresh nonce, checks the
-/// listener's proof, then sends its own. Throws InvalidUsage when the listener's proof does not match (the token
-/// differs; `what` names the connection, `advice` says what to try), RemoteError when the listener closes or answers
+/// listener's proof, sends its own, and waits for the listener to accept. True once accepted; false when the listener
+/// closed the connection before accepting it (it dropped a stalled handshake, or made room): connect again (see
+/// connectAuthenticated). Throws InvalidUsage when the listener's proof does not match (the token differs; `what`
+/// names the connection, `advice` says what to try) or it refuses the proven caller, RemoteError when it answers
 /// garbage, hocclTimeout when nothing comes before `deadline`.
-void authenticate(int fd, const net::Secret& secret, const Hello& hello, net::Deadline deadline,
-                  const std::string& what, const std::string& advice);
+[[nodiscard]] bool authenticate(int fd, const net::Secret& secret, const Hello& hello, net::Deadline deadline,
+                                const std::string& what, const std::string& advice);
+
+/// Opens a connection with `open` and authenticates it (as authenticate), opening another while the listener drops
+/// them before accepting, until `deadline` (then RemoteError with the last reason). Errors of `open` pass through.
+net::Fd connectAuthenticated(const std::function<net::Fd()>& open, const net::Secret& secret, const Hello& hello,
+                             net::Deadline deadline, const std::string& what, const std::string& advice);
 
 /// Sends only the first message of the handshake (for tests that play a stranger).
 void sendHelloOnly(int fd, const Hello& hello, net::Deadline deadline);

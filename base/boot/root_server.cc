@@ -275,7 +275,7 @@ class RootServer {
       JoinMessage join{};
       RankInfo info;
       try {  // an authenticated rank sends its join right after its proof
-        net::Deadline joinBy = std::min(deadline, Clock::now() + kHandshakeWait);
+        net::Deadline joinBy = std::min(deadline, Clock::now() + kProofWait);
         net::readAll(fd.get(), &join, sizeof(join), joinBy, "bootstrap join");
         net::readAll(fd.get(), &info, sizeof(info), joinBy, "bootstrap join");
       } catch (const Error& e) {
@@ -322,7 +322,7 @@ class RootServer {
   void acceptLink(Acceptor::Peer peer, net::Deadline deadline) {
     const std::string from = fmt::format("the bootstrap root of id {} ({})", peer.hello.rank, peer.from);
     try {
-      net::Deadline by = std::min(deadline, Clock::now() + kHandshakeWait);
+      net::Deadline by = std::min(deadline, Clock::now() + kProofWait);
       LinkHeader h{};
       ShareWire sw{};
       net::readAll(peer.fd.get(), &h, sizeof(h), by, "bootstrap link");
@@ -434,9 +434,9 @@ class RootServer {
       const net::Deadline deadline = net::defaultDeadline();
       const std::string what = fmt::format("the bootstrap root of id {} linking to the head root at {}", idIndex_,
                                            head->root.toString());
-      head_ = net::connectUntil(head->root, deadline, what);
-      authenticate(head_.get(), head->secret, Hello{head->nonce, idIndex_, -1, kRootLinkIndex}, deadline, what,
-                   "pass every rank the same ids, in the same order");
+      head_ = connectAuthenticated([&] { return net::connectUntil(head->root, deadline, what); }, head->secret,
+                                   Hello{head->nonce, idIndex_, -1, kRootLinkIndex}, deadline, what,
+                                   "pass every rank the same ids, in the same order");
       ShareWire sw{nranks(), idIndex_, share_.lo, share_.hi, static_cast<int32_t>(pid_), 0};
       std::vector<char> payload(reinterpret_cast<const char*>(&sw), reinterpret_cast<const char*>(&sw) + sizeof(sw));
       for (int r = share_.lo; r < share_.hi; ++r) {

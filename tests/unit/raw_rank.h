@@ -39,7 +39,8 @@ struct RawRank {
   RawRank(const UniqueId& id, int rank, int n, const RankInfo& info) {
     net::Deadline d = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     root = net::connectUntil(id.root, d, "test raw join");
-    authenticate(root.get(), id.secret, Hello{id.nonce, rank, -1, 0}, d, "test raw join", "");
+    if (!authenticate(root.get(), id.secret, Hello{id.nonce, rank, -1, 0}, d, "test raw join", ""))
+      throw std::runtime_error("test raw join: the root dropped the connection during the handshake");
     net::Address bound;
     net::Fd listener = net::listenOn(net::Address::parse("127.0.0.1:0"), &bound);
     JoinMessage join{n, rank, 0, n, 0, 1, {}};

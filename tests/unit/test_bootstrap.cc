@@ -329,7 +329,7 @@ TEST_CASE("a fake root gets no proof from a rank", "[bootstrap][auth]") {
     net::Fd fd = net::acceptUntil(listener.get(), d);
     std::vector<uint8_t> hello(64);
     net::readAll(fd.get(), hello.data(), hello.size(), d, "fake root");
-    uint32_t head[4] = {0x48415554u, 0, 2, 0};  // magic "HAUT", status ok, version 2
+    uint32_t head[4] = {0x48415554u, 0, 3, 0};  // magic "HAUT", status ok, version 3
     std::vector<uint8_t> challenge(80, 0x5a);
     std::memcpy(challenge.data(), head, sizeof(head));
     net::writeAll(fd.get(), challenge.data(), challenge.size(), d, "fake root");
@@ -377,12 +377,76 @@ TEST_CASE("a listener with another secret is refused by the caller, and the call
     accepted = acceptor.next(Clock::now() + std::chrono::seconds(5));
   });
   net::Fd fd2 = net::connectUntil(addr, d, "test");
-  authenticate(fd2.get(), mine, Hello{42, 7, 3, 1}, d, "test caller", "");
+  CHECK(authenticate(fd2.get(), mine, Hello{42, 7, 3, 1}, d, "test caller", ""));
   server2.join();
   REQUIRE(accepted);
   CHECK(accepted->hello.tag == 42);
   CHECK(accepted->hello.rank == 7);
   CHECK(accepted->hello.index == 1);
+}
+
+TEST_CASE("a connection the listener drops during the handshake is made again, never taken as made",
+          "[bootstrap][auth]") {
+  // The listener closes the first two connections after their hello (as it drops a handshake that stalled past its
+  // deadline), then serves the third with the real Acceptor. The caller must see the drops (authenticate: false)
+  // and connectAuthenticated must come back with the third, accepted connection.
+  net::Address addr;
+  net::Fd listener = net::listenOn(net::Address::parse("127.0.0.1:0"), &addr);
+  const net::Secret secret = net::randomSecret();
+  std::optional<Acceptor::Peer> accepted;
+  auto dropOne = [&] {
+    net::Fd fd(::accept(listener.get(), nullptr, nullptr));
+    REQUIRE(fd);
+    char hello[64];
+    net::readAll(fd.get(), hello, sizeof(hello), Clock::now() + std::chrono::seconds(5), "test hello");
+  };  // closed here, before any challenge
+  net::Deadline d = Clock::now() + std::chrono::seconds(10);
+  {
+    std::thread server(dropOne);
+    net::Fd fd = net::connectUntil(addr, d, "test");
+    CHECK_FALSE(authenticate(fd.get(), secret, Hello{5, 2, 3, 0}, d, "test caller", ""));
+    server.join();
+  }
+  int opened = 0;
+  std::thread server([&] {
+    dropOne();
+    dropOne();
+    Acceptor acceptor(listener.get(), secret, 3, "test listener");
+    accepted = acceptor.next(Clock::now() + std::chrono::seconds(5));
+  });
+  net::Fd fd = connectAuthenticated(
+      [&] {
+    ++opened;
+    return net::connectUntil(addr, d, "test");
+      },
+      secret, Hello{5, 2, 3, 0}, d, "test caller", "");
+  server.join();
+  CHECK(opened == 3);
+  REQUIRE(accepted);
+  CHECK(accepted->hello.rank == 2);
+  // Both ends hold the same, working connection.
+  const char ping = 'p';
+  net::writeAll(accepted->fd.get(), &ping, 1, d, "test");
+  char got = 0;
+  net::readAll(fd.get(), &got, 1, d, "test");
+  CHECK(got == 'p');
+}
+
+TEST_CASE("a listener refuses a proven caller that wants another rank, and the caller says so", "[bootstrap][auth]") {
+  net::Address addr;
+  net::Fd listener = net::listenOn(net::Address::parse("127.0.0.1:0"), &addr);
+  const net::Secret secret = net::randomSecret();
+  std::optional<Acceptor::Peer> accepted;
+  std::thread server([&] {
+    Acceptor acceptor(listener.get(), secret, 3, "test listener");
+    accepted = acceptor.next(Clock::now() + std::chrono::milliseconds(1500));
+  });
+  net::Deadline d = Clock::now() + std::chrono::seconds(5);
+  net::Fd fd = net::connectUntil(addr, d, "test");
+  CHECK_THROWS_WITH(authenticate(fd.get(), secret, Hello{5, 2, 4, 0}, d, "test caller", "advice"),
+                    Catch::Contains("refused the connection") && Catch::Contains("rank 4"));
+  server.join();
+  CHECK_FALSE(accepted);
 }
 
 TEST_CASE("100 idle connections to the root do not delay init", "[bootstrap][auth]") {

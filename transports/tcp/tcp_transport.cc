@@ -52,6 +52,10 @@
 namespace hoccl::transport::tcp {
 namespace {
 
+constexpr const char* kSameJobAdvice =
+    "Every rank must come from the same job (the same unique id / HOCCL_AUTH_TOKEN); the address may now belong to "
+    "another process (a stale or restarted rank?)";
+
 /// What each rank publishes about its listener.
 struct Card {
   int32_t listening = 0;
@@ -254,10 +258,9 @@ std::map<int, std::unique_ptr<Channel>> TcpTransport::connectPeers(const Connect
       const std::string what = fmt::format("tcp: rank {} connecting to {} at {}", ctx.rank,
                                            describePeer(ctx.peers.at(p)), addr.toString());
       std::vector<net::Fd>& socks = sockets.find(p)->second;
-      for (int i = 0; i < connsWith(p); ++i) {
-        net::Fd fd;
+      auto open = [&] {
         try {  // the peer has listened since init: a refusal that lasts a second means its process is gone
-          fd = net::connectUntil(addr, std::min(deadline, net::Clock::now() + std::chrono::seconds(1)), what);
+          return net::connectUntil(addr, std::min(deadline, net::Clock::now() + std::chrono::seconds(1)), what);
         } catch (const Error& e) {
           // Refused until the second passed: the peer is gone. Anything else failed here (no descriptor left, no
           // route): this rank's problem, said as such.
@@ -271,11 +274,10 @@ std::map<int, std::unique_ptr<Channel>> TcpTransport::connectPeers(const Connect
                           "was killed) [{}]",
                           what, describePeer(ctx.peers.at(p)), e.what()));
         }
-        boot::authenticate(fd.get(), ctx.bootstrap->secret(), boot::Hello{tag, ctx.rank, p, i}, deadline, what,
-                           "Every rank must come from the same job (the same unique id / HOCCL_AUTH_TOKEN); the "
-                           "address may now belong to another process (a stale or restarted rank?)");
-        socks.push_back(std::move(fd));
-      }
+      };
+      for (int i = 0; i < connsWith(p); ++i)
+        socks.push_back(boot::connectAuthenticated(open, ctx.bootstrap->secret(), boot::Hello{tag, ctx.rank, p, i},
+                                                   deadline, what, kSameJobAdvice));
     }
   } catch (...) {
     connectError = std::current_exception();
@@ -334,14 +336,11 @@ std::map<int, std::unique_ptr<Channel>> TcpTransport::connect(const ConnectConte
                       ctx.rank, p));
     std::string what = fmt::format("tcp: rank {} connecting to {} at {}", ctx.rank, describePeer(ctx.peers.at(p)),
                                    card.addr.toString());
-    for (int i = 0; i < n; ++i) {
-      net::Fd fd = net::connectUntil(card.addr, deadline, what);
-      boot::authenticate(fd.get(), ctx.bootstrap->secret(), boot::Hello{ctx.bootstrap->commTag(), ctx.rank, p, i},
-                         deadline, what,
-                         "Every rank must come from the same job (the same unique id / HOCCL_AUTH_TOKEN); the "
-                         "address may now belong to another process (a stale or restarted rank?)");
-      sockets[p].push_back(std::move(fd));
-    }
+    for (int i = 0; i < n; ++i)
+      sockets[p].push_back(boot::connectAuthenticated([&] { return net::connectUntil(card.addr, deadline, what); },
+                                                      ctx.bootstrap->secret(),
+                                                      boot::Hello{ctx.bootstrap->commTag(), ctx.rank, p, i}, deadline,
+                                                      what, kSameJobAdvice));
   }
   if (!expected.empty()) {
     auto accepted = acceptAll(ctx, listener.get(), expected, deadline);
