@@ -124,9 +124,22 @@ Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, s
     else if (policy == "block") forcedWaitPolicy_ = WaitPolicy::Block;
     else throwInvalidArgument(fmt::format("HOCCL_WAIT_POLICY={}: expected auto, spin, share or block", policy));
   }
+  // How long each phase of init took, logged once at the end (HOCCL_DEBUG=INFO): where a slow start goes.
+  std::string phases;
+  auto phaseStart = std::chrono::steady_clock::now();
+  auto phaseDone = [&](const char* phase) {
+    const auto t = std::chrono::steady_clock::now();
+    phases += fmt::format("{}{} {:.0f}", phases.empty() ? "" : ", ", phase,
+                          std::chrono::duration<double, std::milli>(t - phaseStart).count());
+    phaseStart = t;
+  };
   const RankGpu gpu = rankGpu();
-  bootstrap_ = std::make_unique<boot::Bootstrap>(contact, rank, nranks, describeSelf(gpu), &health_);
+  const boot::RankInfo self = describeSelf(gpu);
+  phaseDone("this host");
+  bootstrap_ = std::make_unique<boot::Bootstrap>(contact, rank, nranks, self, &health_);
+  phaseDone("bootstrap");
   topology_ = topo::build(bootstrap_->ranks());
+  phaseDone("topology");
   transports_ = transport::makeTransports();
   // Ranks sharing this machine's CPUs: by real host name, so that emulated hosts (HOCCL_HOSTID) on one machine
   // count together.
@@ -175,6 +188,7 @@ Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, s
       ++connectedCount_;
     }
   }
+  phaseDone(lazy_ ? "transports (lazy: prepare)" : "transports (eager: connect)");
   // The transports' collective shortcuts (every rank asks every transport, in the same order).
   transport::ShortcutContext sc;
   sc.connect = &connectCtx_;
@@ -189,6 +203,7 @@ Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, s
     for (auto& s : transports_[t]->shortcuts(sc, reachesAll)) shortcuts_.push_back(std::move(s));
     if (!hostLevel_) hostLevel_ = transports_[t]->hostLevel(sc, peersOf[t], reachesAll);
   }
+  phaseDone("shortcuts");
   // Switches by measurement (HOCCL_TOPO_PROBE=1) when no rank knows its switch; the same decision on every rank.
   if (topoProbeWanted(topology_, bootstrap_->ranks())) topology_ = probeTopology(*this);
   // Link parameters by measurement (HOCCL_TUNE_PROBE=1), agreed on by every rank (comm/tune_probe.h).
@@ -199,7 +214,9 @@ Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, s
     probedModel_ = probe.model;
     probeSeconds_ = probe.seconds;
   }
-  HOCCL_INFO(kInit, "{}: ready ({} hosts, {} switches)", describe(), topology_.nhosts, topology_.nswitches);
+  phaseDone("probes");
+  HOCCL_INFO(kInit, "{}: ready ({} hosts, {} switches); init phases in ms: {}", describe(), topology_.nhosts,
+             topology_.nswitches, phases);
 }
 
 Communicator::~Communicator() {
