@@ -24,10 +24,10 @@
   STRING(DEBUG_FILE, "", "Write logs to this file instead of stderr (%h = host name, %p = pid)")                       \
   /* Waits (base/socket.cc, src/exec, src/comm, transports/shm) */                                                     \
   INT(TIMEOUT, 300, 1, 31536000, "Seconds any wait may last before it fails naming the silent peer")                   \
-  STRING(WAIT_POLICY, "auto",                                                                                          \
+  STRING(WAIT_POLICY, "auto",                                                                                         \
          "How a rank waits for a late peer (base/wait.h): spin (poll about 1 ms, then yield, then block), share (a "   \
          "few polls and yields, then block), block (block at once), or auto: spin when this host has a core for "      \
-         "every local rank and its run queue leaves them room, block with more than 2 local ranks per core, else "     \
+         "every local rank and its run queue leaves them room, block with more than 2 local ranks per core, else "    \
          "share")                                                                                                      \
   /* Reliability (src/comm/call_check.cc, src/comm/flight_recorder.cc) */                                              \
   INT(CHECK_MISMATCH, 1, 0, 2,                                                                                         \
@@ -44,7 +44,7 @@
       "Flight recorder: operations kept per communicator (sequence, collective, bytes, algorithm, state, timings); "   \
       "0 = off")                                                                                                       \
   STRING(TRACE_DUMP, "",                                                                                               \
-         "Flight recorder: JSON file written on an error, a timeout and SIGUSR1 (%r = rank, %p = pid), read by "       \
+         "Flight recorder: JSON file written on an error, a timeout and SIGUSR1 (%r = rank, %p = pid), read by "        \
          "hoccl-trace. Unset: nothing is written and SIGUSR1 is left alone")                                           \
   /* Choice of algorithm or shortcut (src/algo, src/comm/plan.cc) */                                                   \
   STRING(ALGO, "",                                                                                                     \
@@ -75,39 +75,39 @@
   INT(TCP_STRIPE_SIZE, 524288, 4096, int64_t{1} << 30,                                                                 \
       "Bytes per stripe when a tcp message is split across the connections of a peer (rounded up to a multiple of "    \
       "4096)")                                                                                                         \
-  STRING(NET, "",                                                                                                      \
+  STRING(NET, "",                                                                                                     \
          "The network transport for peers that shared memory does not reach (all peers with SHM_DISABLE=1): tcp, "     \
-         "ucx (when built with UCX) or ib (ibverbs, when built), case-insensitive, socket = tcp; unset: ibverbs where "\
+         "ucx (when built with UCX) or ib (ibverbs, when built), case-insensitive, socket = tcp; unset: ibverbs where " \
          "both ranks have an RDMA port, else tcp. An unknown or missing one fails init listing what the build has")    \
   STRING(UCX_PLUGIN, "",                                                                                               \
          "Path of the UCX transport's plugin (libhoccl-ucx.so, loaded when HOCCL_NET=ucx needs it). Unset: next to "   \
          "libhoccl, then the library search path")                                                                     \
-  /* scale (issue 19): lazy connections */                                                                             \
-  STRING(CONNECT, "lazy",                                                                                              \
+  /* scale (issue 19): lazy connections */                                                                          \
+  STRING(CONNECT, "lazy",                                                                                             \
          "When a rank connects to its peers: lazy = the first time a call needs the peer (a ring touches 2), eager = " \
          "every peer at init. Every rank of a job must use the same. Transports that cannot connect lazily (ucx, ib) " \
          "connect at init either way")                                                                                 \
   INT(MAX_CONNS, 0, 0, 1 << 20,                                                                                        \
       "With lazy connections: the most peers a rank keeps connected over a transport that can close idle connections " \
-      "(tcp); past it, connections no call in flight uses are closed, least recently used first, through a "           \
-      "handshake with the peer, and reconnected on their next use. 0 = no limit. Shared memory connections are not "   \
+      "(tcp); past it, connections no call in flight uses are closed, least recently used first, through a "         \
+      "handshake with the peer, and reconnected on their next use. 0 = no limit. Shared memory connections are not "  \
       "counted. Use the same value on every rank")                                                                     \
   /* RDMA verbs transport (transports/ibverbs) */                                                                      \
   INT(IB_DISABLE, 0, 0, 1,                                                                                             \
       "1 turns the ibverbs (RDMA) transport off; without it, or without a usable RDMA device, peers on other hosts "   \
       "use tcp")                                                                                                       \
   STRING(IB_HCA, "",                                                                                                   \
-         "RDMA devices and ports the ibverbs transport may use: comma-separated device[:port] name prefixes "          \
-         "(mlx5_0:1,mlx5_1), a leading ^ excludes them, a leading = makes the names exact. Unset: every active port")  \
+         "RDMA devices and ports the ibverbs transport may use: comma-separated device[:port] name prefixes "         \
+         "(mlx5_0:1,mlx5_1), a leading ^ excludes them, a leading = makes the names exact. Unset: every active port") \
   INT(IB_GID_INDEX, std::nullopt, 0, 255,                                                                              \
-      "GID table index for RoCE ports. Unset: the first RoCE v2 GID (an IPv4-mapped one if any), else index 0; "       \
+      "GID table index for RoCE ports. Unset: the first RoCE v2 GID (an IPv4-mapped one if any), else index 0; "      \
       "InfiniBand ports route by LID")                                                                                 \
-  INT(IB_TIMEOUT, 20, 1, 31, "ibverbs queue pairs' ACK timeout: 4.096 us x 2^value before a packet is retried")        \
-  INT(IB_RETRY_CNT, 7, 0, 7, "ibverbs queue pairs' retries before a send fails (then the peer is reported lost)")      \
+  INT(IB_TIMEOUT, 20, 1, 31, "ibverbs queue pairs' ACK timeout: 4.096 us x 2^value before a packet is retried")       \
+  INT(IB_RETRY_CNT, 7, 0, 7, "ibverbs queue pairs' retries before a send fails (then the peer is reported lost)")     \
   INT(IB_ADAPTIVE_ROUTING, 0, 0, 1,                                                                                    \
       "1 posts each ibverbs chunk as an RDMA write followed by an empty write with immediate, for fabrics with "       \
       "adaptive routing; 0 sends one write with immediate per chunk")                                                  \
-  INT(IB_SLOTS, 8, 2, 64, "ibverbs bounce buffers per peer and direction (the flow-control credits)")                  \
+  INT(IB_SLOTS, 8, 2, 64, "ibverbs bounce buffers per peer and direction (the flow-control credits)")                 \
   INT(IB_SLOT_SIZE, 524288, 4096, int64_t{1} << 30,                                                                    \
       "Bytes per ibverbs bounce buffer, the largest chunk of a message (rounded up to a multiple of 4096)")            \
   STRING(SOCKET_IFNAME, "",                                                                                            \
@@ -158,13 +158,13 @@
   INT(LINK_BW_INTER_SWITCH, 1200, 1, 100000000, "Cost model: a switch's uplink to the spine, MB/s per direction")      \
   INT(LINK_LAT_SELF, std::nullopt, 1, 10000000,                                                                        \
       "Cost model: cost of one local copy/reduce, whole microseconds (unset: 0.1)")                                    \
-  INT(LINK_LAT_INTRA_HOST, std::nullopt, 1, 10000000,                                                                  \
+  INT(LINK_LAT_INTRA_HOST, std::nullopt, 1, 10000000,                                                                 \
       "Cost model: message latency inside a host, whole microseconds (unset: 0.5, measured, docs/model.md)")           \
   INT(LINK_LAT_INTRA_SWITCH, 15, 1, 10000000, "Cost model: message latency between hosts of one switch, microseconds") \
-  INT(LINK_LAT_INTER_SWITCH, 20, 1, 10000000, "Cost model: message latency across switches, microseconds")             \
+  INT(LINK_LAT_INTER_SWITCH, 20, 1, 10000000, "Cost model: message latency across switches, microseconds")            \
   /* Cost model file (track model, issue 17) */                                                                        \
   STRING(MODEL_FILE, "",                                                                                               \
-         "Cost model file (JSON, written by hoccl-model calibrate): replaces the built-in link parameters; "           \
+         "Cost model file (JSON, written by hoccl-model calibrate): replaces the built-in link parameters; "          \
          "HOCCL_LINK_* still override")                                                                                \
   INT(TUNE_PROBE, 0, 0, 1,                                                                                             \
       "1: at init rank 0 measures latency and bandwidth to one peer per link class (short probes that stop 0.5 s "     \
