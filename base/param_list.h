@@ -32,8 +32,14 @@
   /* Reliability (src/comm/call_check.cc, src/comm/flight_recorder.cc) */                                              \
   INT(CHECK_MISMATCH, 1, 0, 2,                                                                                         \
       "Mismatch check: ranks compare a fingerprint of each call (collective, count, type, op, root, algorithm) "       \
-      "before it runs and fail with hocclInvalidUsage naming every rank's call. 0 = off, 1 = the first 16 calls of "   \
-      "a communicator and every call of 1 MiB or more, 2 = every call")                                                \
+      "before it runs and fail with hocclInvalidUsage naming the differing calls. 0 = off, 1 = the first 16 calls "    \
+      "of a communicator and every call of 1 MiB or more, 2 = every call")                                             \
+  STRING(CHECK_EXCHANGE, "auto",                                                                                       \
+         "How the mismatch check compares the calls: doubling = ceil(log2 N) rounds, each with the 2 peers r +- 2^k, " \
+         "whose error names rank 0's call and the lowest rank whose call differs; all = every fingerprint reaches "    \
+         "every rank (one round with every peer, or N-1 steps round a ring with lazy connections), whose error lists " \
+         "every rank's call; auto = doubling, or all where lazy connections are limited by HOCCL_MAX_CONNS (it "       \
+         "connects only the ring neighbours). Use the same value on every rank")                                       \
   INT(TRACE_SIZE, 64, 0, 1048576,                                                                                      \
       "Flight recorder: operations kept per communicator (sequence, collective, bytes, algorithm, state, timings); "   \
       "0 = off")                                                                                                       \

@@ -1,25 +1,48 @@
 /*
- * The mismatch check (see call_check.h). For one call, every rank posts its 64-byte fingerprint to every peer and
- * a receive of 64 bytes from every peer on the channels the collectives use, then progresses them under the waiting
- * policy of base/wait.h: inline before an ungrouped shortcut call (checkCall), or as an executor task right before
- * the call's own task (checkTask: schedules and grouped calls, where the executor's deadline, health checks and the
- * progress of other communicators of the group apply). Either way: HOCCL_TIMEOUT, the communicator's health, the
- * channels' own detection of dead peers. All fingerprints then lie on every rank, so every rank finds the same
- * difference and fails with the same list of calls; nothing else was sent, so the channels stay in step. The
- * bytes are not counted in the communicator's byte counters (they are control traffic, not the call's payload).
+ * The mismatch check (see call_check.h). Two exchanges (HOCCL_CHECK_EXCHANGE); both run inline before an ungrouped
+ * shortcut call (checkCall) or as an executor task right before the call's own task (checkTask: schedules and grouped
+ * calls, where the executor's deadline, health checks and the progress of other communicators of the group apply),
+ * and progress the channels under the waiting policy of base/wait.h, HOCCL_TIMEOUT, the communicator's health and
+ * the channels' own detection of dead peers. The bytes are not counted in the communicator's byte counters (they are
+ * control traffic, not the call's payload).
  *
- * With lazy connections (HOCCL_CONNECT=lazy) the fingerprints go round a ring instead (rank r sends to r+1 and
- * receives from r-1, n-1 steps, each forwarding the fingerprint received in the step before), so that the check
- * connects only the two ring neighbours rather than every peer; every rank still ends with every fingerprint. A
- * silent rank stalls its successor directly and the others through the chain; the root's verdict names it.
+ * doubling (the default): rounds k = 0 .. ceil(log2 n) - 1. In round k rank r sends its CheckSummary to rank r + 2^k
+ * and receives one from rank r - 2^k (mod n), and combines the two. Before round k, r's summary covers the ranks
+ * r - 2^k + 1 .. r; the one it receives covers r - 2^(k+1) + 1 .. r - 2^k; so afterwards r's covers 2^(k+1) ranks,
+ * and after the last round all n (wrapping round: when n is not a power of two some ranks are covered twice, which
+ * the summary allows, see combine()). A summary holds the lowest rank of its set with its fingerprint and the lowest
+ * rank whose fingerprint differs from that one; so every rank ends with the same pair: rank 0's call and the lowest
+ * rank whose call differs (none: every rank made the same call). Every rank then fails, or goes on, together, with the
+ * same message, after exactly the same sends and receives: the channels stay in step and no payload moved.
  *
- * Cost: one round of 64-byte messages with each peer (the channels' small-message latency); measured against the
- * calls in docs/performance.md ("Mismatch check and flight recorder"), which is where kCheckMinBytes comes from.
+ * Why not only the two ring neighbours (one round): agreement of every adjacent pair does imply agreement of all, but
+ * a rank that agrees with its two neighbours does not know whether the other pairs agree. It would start the call
+ * while elsewhere a pair differs, and its algorithm may move data with a far rank that made another call (a tree, a
+ * scatter from the root, recursive doubling, a one-host shortcut that reads every peer's buffer): the very thing the
+ * check exists to prevent. Knowing that every pair agrees is itself an all-reduce over the ranks, which needs
+ * log2 n rounds; so the rounds compare the calls directly, and every rank fails with hocclInvalidUsage at once
+ * rather than some ranks through the bootstrap's verdict after the root's settling time.
+ *
+ * Lazy connections (HOCCL_CONNECT=lazy): doubling connects the peers r +- 2^k, 2 * ceil(log2 n) at most and once per
+ * communicator: 20 at 1,024 ranks, against 2 for the ring below and n - 1 for eager connections. Under
+ * HOCCL_MAX_CONNS they would be closed and connected again on every check, so there `auto` takes `all`'s ring.
+ *
+ * all: every rank posts its fingerprint to every peer and a receive of 64 bytes from every peer, so every rank has
+ * all of them and lists every rank's call on a difference. With lazy connections the fingerprints go round a ring
+ * instead (rank r sends to r+1 and receives from r-1, n-1 steps, each forwarding the fingerprint received in the step
+ * before), so that the check connects only the two ring neighbours.
+ *
+ * A silent rank stalls its successors directly and the others through the chain; the root's verdict names it.
+ *
+ * Cost: one 136-byte message per round (doubling: ceil(log2 n) rounds), or 64 bytes with each of n-1 peers in one
+ * round (all, eager) or n-1 ring steps (all, lazy), at the channels' small-message latency. Measured in
+ * docs/performance.md ("Mismatch check and flight recorder"), which is also where kCheckMinBytes comes from.
  */
 #include "comm/call_check.h"
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -66,9 +89,37 @@ struct CheckState {
   std::vector<CallFingerprint> all;  // one per rank (all[rank] = mine)
   std::vector<transport::Channel*> channels;
   bool posted = false;
-  bool ring = false;  // lazy connections: n-1 steps round the ring (channels = {next, previous})
+  bool ring = false;  // all, lazy connections: n-1 steps round the ring (channels = {next, previous})
   int step = 0;       // ring: the step posted last
+  // doubling: one summary sent and one received per round; each receive lands through a sink that counts its bytes.
+  bool doubling = false;
+  int round = 0;  // the round posted last
+  CheckSummary summary;
+  std::vector<CheckSummary> sent, got;
+  std::vector<size_t> arrived;
+  std::vector<transport::Channel*> sendTo, recvFrom;  // per round
 };
+
+enum class Exchange { Doubling, All };
+
+// HOCCL_CHECK_EXCHANGE for this call (read per call: a process may hold communicators made under different settings).
+Exchange exchangeOf(const Communicator& comm) {
+  const std::string v = params::CHECK_EXCHANGE.get();
+  if (v == "doubling") return Exchange::Doubling;
+  if (v == "all") return Exchange::All;
+  if (v != "auto") throwInvalidArgument(fmt::format("HOCCL_CHECK_EXCHANGE={}: expected auto, doubling or all", v));
+  // Under a connection limit the doubling rounds' peers would be connected and closed again on every check.
+  return comm.lazy() && params::MAX_CONNS.get() > 0 ? Exchange::All : Exchange::Doubling;
+}
+
+// The doubling rounds: round k sends to (r + 2^k) mod n and receives from (r - 2^k) mod n, for 2^k < n.
+int roundsFor(int n) {
+  int k = 0;
+  while ((int64_t{1} << k) < n) ++k;
+  return k;
+}
+int sendPeer(int r, int n, int k) { return static_cast<int>((r + (int64_t{1} << k)) % n); }
+int recvPeer(int r, int n, int k) { return static_cast<int>(((r - (int64_t{1} << k)) % n + n) % n); }
 
 CallFingerprint fingerprintOf(const std::vector<const Op*>& colls) {
   CallFingerprint f;
@@ -102,6 +153,36 @@ std::string joinRanks(const std::vector<int>& ranks) {
   return s;
 }
 
+// The end of every mismatch message: what the check did and what to do.
+constexpr const char* kMismatchAdvice =
+    "The mismatch check (HOCCL_CHECK_MISMATCH) compared the calls before any data moved, so no buffer was touched. "
+    "Every rank must issue the same collectives in the same order with the same count, type, op, root and kind of "
+    "buffers";
+
+std::string kindsNote(const std::vector<int>& onDevice, const std::vector<int>& onHost) {
+  if (onDevice.empty() || onHost.empty()) return "";
+  return fmt::format(
+      ". {} {} passed device buffers and {} {} host buffers: when one rank of a call passes device buffers every rank "
+      "must (as in NCCL)",
+      onDevice.size() == 1 ? "Rank" : "Ranks", joinRanks(onDevice), onHost.size() == 1 ? "rank" : "ranks",
+      joinRanks(onHost));
+}
+
+// doubling: every rank's summary names rank 0's call and the lowest rank whose call differs.
+[[noreturn]] void throwSummaryDifference(const CheckState& c) {
+  const CheckSummary& s = c.summary;
+  std::vector<int> onDevice, onHost;
+  (s.low.device ? onDevice : onHost).push_back(s.lowRank);
+  (s.other.device ? onDevice : onHost).push_back(s.otherRank);
+  throw Error(hocclInvalidUsage,
+              fmt::format("{}: the ranks called different operations (rank {}: {}; rank {}: {}; rank {} is the "
+                          "lowest-numbered rank whose call differs from rank {}'s, and others may differ too: "
+                          "HOCCL_CHECK_EXCHANGE=all lists every rank's call){}. {}",
+                          c.comm->describe(), s.lowRank, describeFingerprint(s.low), s.otherRank,
+                          describeFingerprint(s.other), s.otherRank, s.lowRank, kindsNote(onDevice, onHost),
+                          kMismatchAdvice));
+}
+
 [[noreturn]] void throwDifference(const CheckState& c) {
   std::vector<std::pair<CallFingerprint, std::vector<int>>> groups;  // distinct fingerprints, in rank order
   for (int r = 0; r < static_cast<int>(c.all.size()); ++r) {
@@ -115,19 +196,47 @@ std::string joinRanks(const std::vector<int>& ranks) {
                         describeFingerprint(f));
   std::vector<int> onDevice, onHost;
   for (int r = 0; r < static_cast<int>(c.all.size()); ++r) (c.all[r].device ? onDevice : onHost).push_back(r);
-  std::string kinds;
-  if (!onDevice.empty() && !onHost.empty())
-    kinds = fmt::format(
-        ". {} {} passed device buffers and {} {} host buffers: when one rank of a call passes device "
-        "buffers every rank must (as in NCCL)",
-        onDevice.size() == 1 ? "Rank" : "Ranks", joinRanks(onDevice), onHost.size() == 1 ? "rank" : "ranks",
-        joinRanks(onHost));
-  throw Error(hocclInvalidUsage,
-              fmt::format("{}: the ranks called different operations ({}){}. The mismatch check (HOCCL_CHECK_MISMATCH) "
-                          "compared the calls before any data moved, so no buffer was touched. Every rank must issue "
-                          "the same collectives in the same order with the same count, type, op, root and kind of "
-                          "buffers",
-                          c.comm->describe(), list, kinds));
+  throw Error(hocclInvalidUsage, fmt::format("{}: the ranks called different operations ({}){}. {}", c.comm->describe(),
+                                             list, kindsNote(onDevice, onHost), kMismatchAdvice));
+}
+
+// doubling, round k = c.round: sends this rank's summary so far, receives the one of the ranks before.
+void postRound(CheckState& c) {
+  const size_t k = static_cast<size_t>(c.round);
+  c.sent[k] = c.summary;
+  c.sendTo[k]->postSend(&c.sent[k], sizeof(CheckSummary));
+  transport::RecvTarget target;
+  target.sink = [&c, k](const void* data, size_t offset, size_t len) {
+    std::memcpy(reinterpret_cast<char*>(&c.got[k]) + offset, data, len);
+    c.arrived[k] += len;
+  };
+  c.recvFrom[k]->postRecv(sizeof(CheckSummary), std::move(target));
+}
+
+void postDoubling(CheckState& c) {
+  Communicator& comm = *c.comm;
+  const int n = comm.nranks(), r = comm.rank(), rounds = roundsFor(n);
+  if (comm.lazy()) {
+    try {
+      comm.connect(doublingCheckPeers(r, n));
+    } catch (const Error& e) {
+      throw Error(e.code(), fmt::format("{}: the mismatch check of {} failed: {}", comm.describe(),
+                                        describeFingerprint(c.mine), e.what()));
+    }
+  }
+  c.doubling = true;
+  c.summary = summaryOf(r, c.mine);
+  c.sent.assign(static_cast<size_t>(rounds), CheckSummary{});
+  c.got.assign(static_cast<size_t>(rounds), CheckSummary{});
+  c.arrived.assign(static_cast<size_t>(rounds), 0);
+  for (int k = 0; k < rounds; ++k) {
+    c.sendTo.push_back(&comm.channel(sendPeer(r, n, k)));
+    c.recvFrom.push_back(&comm.channel(recvPeer(r, n, k)));
+    for (transport::Channel* ch : {c.sendTo.back(), c.recvFrom.back()})
+      if (std::find(c.channels.begin(), c.channels.end(), ch) == c.channels.end()) c.channels.push_back(ch);
+  }
+  c.round = 0;
+  postRound(c);
 }
 
 // Ring step k: send the fingerprint of rank r-k to the next rank, receive that of rank r-k-1 from the previous one.
@@ -143,6 +252,11 @@ void post(CheckState& c, const Op& op) {
   Communicator& comm = *op.comm;
   c.comm = &comm;
   c.mine = fingerprintOf({&op});
+  if (exchangeOf(comm) == Exchange::Doubling) {
+    postDoubling(c);
+    c.posted = true;
+    return;
+  }
   c.all.assign(static_cast<size_t>(comm.nranks()), CallFingerprint{});
   c.all[static_cast<size_t>(comm.rank())] = c.mine;
   if (comm.lazy()) {
@@ -188,6 +302,17 @@ bool progress(CheckState& c, bool& moved) {
     }
     pending |= ch->pending() > 0;
   }
+  if (c.doubling) {
+    const int rounds = static_cast<int>(c.got.size());
+    while (c.round < rounds && c.arrived[static_cast<size_t>(c.round)] == sizeof(CheckSummary)) {
+      c.summary = combine(c.summary, c.got[static_cast<size_t>(c.round)]);
+      if (++c.round < rounds) postRound(c);
+      moved = pending = true;
+    }
+    if (pending) return false;
+    if (c.summary.otherRank >= 0) throwSummaryDifference(c);
+    return true;
+  }
   if (pending) return false;
   if (c.ring && c.step + 2 < c.comm->nranks()) {  // steps 0 .. n-2
     ++c.step;
@@ -217,6 +342,43 @@ int checkMode() {
 }
 
 }  // namespace
+
+std::vector<int> doublingCheckPeers(int rank, int nranks) {
+  std::vector<int> peers;
+  for (int k = 0; k < roundsFor(nranks); ++k)
+    for (int p : {sendPeer(rank, nranks, k), recvPeer(rank, nranks, k)})
+      if (std::find(peers.begin(), peers.end(), p) == peers.end()) peers.push_back(p);
+  return peers;
+}
+
+CheckSummary summaryOf(int rank, const CallFingerprint& f) {
+  CheckSummary s;
+  s.low = f;
+  s.lowRank = rank;
+  return s;
+}
+
+CheckSummary combine(const CheckSummary& a, const CheckSummary& b) {
+  if (a.lowRank < 0) return b;
+  if (b.lowRank < 0) return a;
+  const bool aLow = a.lowRank <= b.lowRank;
+  const CheckSummary& lo = aLow ? a : b;
+  const CheckSummary& hi = aLow ? b : a;
+  CheckSummary out = lo;
+  // The lowest rank of hi's set whose call differs from lo's low: hi's lowest rank itself when its call differs (no
+  // rank of hi's set is lower), else the lowest rank that differs from hi's lowest (and so from lo's low).
+  int candidate = hi.otherRank;
+  const CallFingerprint* candidateCall = &hi.other;
+  if (!same(hi.low, lo.low)) {
+    candidate = hi.lowRank;
+    candidateCall = &hi.low;
+  }
+  if (candidate >= 0 && (out.otherRank < 0 || candidate < out.otherRank)) {
+    out.otherRank = candidate;
+    out.other = *candidateCall;
+  }
+  return out;
+}
 
 std::string describeFingerprint(const CallFingerprint& f) {
   transport::CollCall c;
@@ -290,9 +452,10 @@ void checkCall(const Op& op) {
 exec::Task checkTask(const Op& op) {
   exec::Task t;
   t.comm = op.comm;
-  if (op.comm->lazy()) {  // the ring neighbours, connected by the executor with the other tasks' peers (a group)
+  if (op.comm->lazy()) {  // connected by the executor with the other tasks' peers (a group)
     const int n = op.comm->nranks(), r = op.comm->rank();
-    t.peers = {(r + 1) % n, (r + n - 1) % n};
+    if (exchangeOf(*op.comm) == Exchange::Doubling) t.peers = doublingCheckPeers(r, n);
+    else t.peers = {(r + 1) % n, (r + n - 1) % n};  // the ring
   }
   auto state = std::make_shared<CheckState>();
   t.poll = [state, opp = &op] {  // the op outlives the run

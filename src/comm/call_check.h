@@ -1,15 +1,19 @@
 /// @file call_check.h
-/// The mismatch check (HOCCL_CHECK_MISMATCH): before a call runs, the ranks of each communicator swap a 64-byte
+/// The mismatch check (HOCCL_CHECK_MISMATCH): before a call runs, the ranks of each communicator compare a 64-byte
 /// fingerprint of it (sequence number, collective, count, type, op, root, the algorithm or shortcut chosen, host or
-/// device buffers) over the already connected channels, and every rank compares all of them. Calls inside a group
-/// are checked one by one, each right before it runs, exactly as on a rank that makes the same calls without a
-/// group. A difference fails the call on every rank with hocclInvalidUsage listing the ranks and their calls, before
-/// any payload moves, so a mismatch cannot corrupt memory or return wrong data with success.
+/// device buffers) over the channels the collectives use. By default (HOCCL_CHECK_EXCHANGE=auto: doubling) they do it
+/// in ceil(log2 N) rounds with two peers each, and every rank learns rank 0's call and the lowest rank whose call differs
+/// from it; HOCCL_CHECK_EXCHANGE=all gives every rank every fingerprint (N-1 peers, or N-1 ring steps). Calls inside
+/// a group are checked one by one, each right before it runs, exactly as on a rank that makes the same calls without
+/// a group. A difference fails the call on every rank with hocclInvalidUsage naming the differing calls (the same
+/// message on every rank), before any payload moves, so a mismatch cannot corrupt memory or return wrong data with
+/// success.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "exec/executor.h"
 
@@ -35,6 +39,25 @@ struct CallFingerprint {
 };
 static_assert(sizeof(CallFingerprint) == 64, "the fingerprint is 64 bytes on the wire");
 
+/// What the doubling exchange knows about a set of ranks (the wire format of its rounds: 136 bytes, host order): the
+/// lowest rank of the set with its fingerprint, and the lowest rank of the set whose fingerprint differs from that one.
+struct CheckSummary {
+  CallFingerprint low;     ///< the fingerprint of rank lowRank
+  CallFingerprint other;   ///< the fingerprint of rank otherRank (meaningful when otherRank >= 0)
+  int32_t lowRank = -1;    ///< the lowest rank of the set; -1 for the empty set
+  int32_t otherRank = -1;  ///< the lowest rank whose fingerprint differs from low; -1 when every rank has low's
+};
+static_assert(sizeof(CheckSummary) == 136, "the summary is 136 bytes on the wire");
+
+/// The peers of rank `rank` in the doubling exchange of a communicator of `nranks` ranks: (rank +- 2^k) mod nranks
+/// for 2^k < nranks, each once (what it connects under HOCCL_CONNECT=lazy).
+std::vector<int> doublingCheckPeers(int rank, int nranks);
+/// The summary of the set {rank}.
+CheckSummary summaryOf(int rank, const CallFingerprint& f);
+/// The summary of the union of the sets that a and b summarize (sets may overlap: combining is idempotent,
+/// commutative and associative, so the doubling rounds may cover a rank twice when N is not a power of two).
+CheckSummary combine(const CheckSummary& a, const CheckSummary& b);
+
 /// "call #3 AllReduce(count=100, float, sum) [small]" (plus " on device buffers" for device memory, and " and 2 more
 /// collectives in a group").
 std::string describeFingerprint(const CallFingerprint& f);
@@ -52,9 +75,9 @@ inline constexpr size_t kCheckMinBytes = size_t{1} << 20;
 /// is checked on its own, grouped or not, so that a rank that groups its calls and one that does not agree.
 bool checkWanted(const Op& op);
 
-/// Checks collective `op` now (checkWanted was true): swaps fingerprints with every peer and compares. Throws
-/// hocclInvalidUsage naming every rank's call on a difference (the same message on every rank; the channels are
-/// left in step, so the communicator stays usable), hocclTimeout when a peer does not answer within
+/// Checks collective `op` now (checkWanted was true): exchanges fingerprints (HOCCL_CHECK_EXCHANGE) and compares.
+/// Throws hocclInvalidUsage naming the differing calls on a difference (the same message on every rank; the channels
+/// are left in step, so the communicator stays usable), hocclTimeout when a peer does not answer within
 /// HOCCL_TIMEOUT, and whatever the communicator's health says.
 void checkCall(const Op& op);
 

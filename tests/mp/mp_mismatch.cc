@@ -1,5 +1,7 @@
 // Mismatched collective calls (issue 15) on N real processes of one host, default settings, HOCCL_TIMEOUT=5: the
-// even ranks make one call, the odd ranks another. For each case every rank must return an error (never success),
+// even ranks make one call, the odd ranks another; in the last cases only one middle rank (n/2), or only the last
+// rank, makes the other call, so that the calls differ between two middle neighbours, or between the last rank and
+// the first (the doubling exchange of the check, HOCCL_CHECK_EXCHANGE, has no neighbour pairs of its own to favour). For each case every rank must return an error (never success),
 // no rank may write outside its buffers (guard bytes before and after every buffer), and a rank that detects the
 // mismatch (hocclInvalidUsage) names both calls and has written nothing, not even inside its output. Every case
 // ends within HOCCL_TIMEOUT plus a margin. Each case runs on a fresh communicator, which every rank then finalizes
@@ -40,14 +42,27 @@ struct Call {
   int root = 0;
 };
 
-/// Even ranks call a, odd ranks b.
+/// Which ranks make call b (the others make a).
+enum class Who { Odd, Middle, Last };
+
+/// Even ranks call a, odd ranks b (or who says).
 struct Case {
   const char* name;
   Call a, b;
   int warmup = 0;          ///< matching small all-reduces made first (past the calls the default policy always checks)
   bool groupEven = false;  ///< the even ranks make their call inside hocclGroupStart/End
   bool knownGap = false;   ///< not detected as a mismatch yet: every rank must still fail, in time, writing nothing
+  Who who = Who::Odd;      ///< the ranks that make call b
 };
+
+bool callsB(const Case& cs, int rank, int n) {
+  switch (cs.who) {
+    case Who::Odd: return rank % 2 == 1;
+    case Who::Middle: return rank == n / 2;
+    case Who::Last: return rank == n - 1;
+  }
+  return false;
+}
 
 const Case kCases[] = {
     {"all-reduce 100,000 vs 200,000 floats (single copy)", {Coll::AllReduce, 100000}, {Coll::AllReduce, 200000}},
@@ -108,6 +123,42 @@ const Case kCases[] = {
      16,
      false,
      true},
+    // One rank differs: the differing neighbours are two middle ranks, or the last and the first.
+    {"one middle rank (n/2): all-reduce 200 floats, the others 100",
+     {Coll::AllReduce, 100},
+     {Coll::AllReduce, 200},
+     0,
+     false,
+     false,
+     Who::Middle},
+    {"the last rank: all-reduce 200 floats, the others 100",
+     {Coll::AllReduce, 100},
+     {Coll::AllReduce, 200},
+     0,
+     false,
+     false,
+     Who::Last},
+    {"one middle rank (n/2): all-gather 100,000 floats, the others 50,000",
+     {Coll::AllGather, 50000},
+     {Coll::AllGather, 100000},
+     0,
+     false,
+     false,
+     Who::Middle},
+    {"the last rank: broadcast rooted at rank 1, the others rooted at rank 0, 100 floats",
+     {Coll::Broadcast, 100},
+     {Coll::Broadcast, 100, hocclFloat, hocclSum, 1},
+     0,
+     false,
+     false,
+     Who::Last},
+    {"after 16 matching calls, the last rank: all-reduce 2 Mi floats, the others 1 Mi",
+     {Coll::AllReduce, 1 << 20},
+     {Coll::AllReduce, 2 << 20},
+     16,
+     false,
+     false,
+     Who::Last},
 };
 
 transport::CollCall collCall(const Call& c) {
@@ -154,8 +205,9 @@ hocclResult_t issue(const Call& c, const void* send, void* recv, hocclComm_t com
 int runCase(int rank, int n, const hocclUniqueId& id, const Case& cs) {
   hocclComm_t comm;
   MP_CHECK(rank, hocclCommInitRank(&comm, n, id, rank));
-  const Call& mine = rank % 2 == 0 ? cs.a : cs.b;
-  const Call& other = rank % 2 == 0 ? cs.b : cs.a;
+  const bool makesB = callsB(cs, rank, n);
+  const Call& mine = makesB ? cs.b : cs.a;
+  const Call& other = makesB ? cs.a : cs.b;
   const transport::CollCall tc = collCall(mine);
   const size_t elem = kernels::typeSize(mine.dt);
   Guarded send(transport::inputBytes(tc, n)), recv(transport::outputBytes(tc, n));
@@ -170,7 +222,7 @@ int runCase(int rank, int n, const hocclUniqueId& id, const Case& cs) {
   const std::vector<unsigned char> sendBefore = send.raw;
   const auto start = Clock::now();
   hocclResult_t rc;
-  if (cs.groupEven && rank % 2 == 0) {
+  if (cs.groupEven && !makesB) {
     MP_CHECK(rank, hocclGroupStart());
     rc = issue(mine, send.data(), recv.data(), comm);
     const hocclResult_t end = hocclGroupEnd();

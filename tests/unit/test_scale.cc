@@ -1,6 +1,6 @@
 // Lazy connections and many ranks (issue 19), through the public API with thread ranks:
 //  - a ring all-reduce connects exactly the two ring neighbours, on the first call, and reuses them afterwards
-//    (over tcp and over shm); HOCCL_CONNECT=eager still connects everybody at init;
+//    (over tcp and over shm), plus the mismatch check's doubling peers unless HOCCL_CHECK_EXCHANGE=all; HOCCL_CONNECT=eager still connects everybody at init;
 //  - send/recv between arbitrary pairs connect on first use: round k pairs rank r with r xor k, so after k rounds a
 //    rank has exactly k peers; all-to-all then connects every peer; data checked against closed forms;
 //  - a peer that never makes the call is named when the lazy connect gives up;
@@ -31,6 +31,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/call_check.h"
 #include "comm/communicator.h"
 #include "hoccl/hoccl.h"
 #include "rank_runner.h"
@@ -101,21 +102,29 @@ std::vector<std::pair<std::string, std::string>> transportEnv(const std::string&
 
 TEST_CASE("lazy: a ring all-reduce connects the two ring neighbours once and reuses them", "[scale]") {
   const std::string transport = GENERATE("tcp", "shm");
+  // The mismatch check's doubling exchange (the default) connects its own peers r +- 2^k too; `all` goes round the
+  // ring, whose peers are the all-reduce's.
+  const std::string exchange = GENERATE("auto", "all");
   ScopedEnv env(transportEnv(transport));
-  ScopedEnv algo({{"HOCCL_ALGO", "ring"}, {"HOCCL_CONNECT", "lazy"}});
+  ScopedEnv algo({{"HOCCL_ALGO", "ring"}, {"HOCCL_CONNECT", "lazy"}, {"HOCCL_CHECK_EXCHANGE", exchange}});
   const int n = 8;
   std::string err = job(n, [&](int r, hocclComm_t comm) {
     expect(connectedPeers(comm) == 0, fmt::format("{} peers connected after a lazy init", connectedPeers(comm)));
-    for (int call = 0; call < 20; ++call) {  // past the mismatch check's first 16 calls
+    std::vector<int> peers = {(r + 1) % n, (r + n - 1) % n};
+    if (exchange == "auto")
+      for (int p : hoccl::doublingCheckPeers(r, n))
+        if (std::find(peers.begin(), peers.end(), p) == peers.end()) peers.push_back(p);
+    const int want = static_cast<int>(peers.size());  // 2 with `all`; 5 with doubling: r +- 1, r +- 2, r + 4
+    for (int call = 0; call < 20; ++call) {           // past the mismatch check's first 16 calls
       std::vector<int> buf(1000, r + call);
       CALL(hocclAllReduce(buf.data(), buf.data(), buf.size(), hocclInt32, hocclSum, comm, nullptr));
-      const int want = n * (n - 1) / 2 + n * call;
-      for (int v : buf) expect(v == want, fmt::format("call {}: {} instead of {}", call, v, want));
-      expect(connectedPeers(comm) == 2,
-             fmt::format("call {}: {} peers connected, the ring has 2", call, connectedPeers(comm)));
+      const int sum = n * (n - 1) / 2 + n * call;
+      for (int v : buf) expect(v == sum, fmt::format("call {}: {} instead of {}", call, v, sum));
+      expect(connectedPeers(comm) == want, fmt::format("call {}: {} peers connected, the ring and the check have {}",
+                                                       call, connectedPeers(comm), want));
     }
   });
-  INFO(transport);
+  INFO(transport << ", HOCCL_CHECK_EXCHANGE=" << exchange);
   CHECK(err == "");
 }
 
