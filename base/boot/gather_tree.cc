@@ -94,13 +94,25 @@ TreeOutcome GatherTree::link(int listenFd, const net::Address& parentAddr, const
     parent_.name = nameOf(place_.parent);
     const std::string what = fmt::format("{}: linking to its parent {} in the bootstrap tree at {}", who_, parent_.name,
                                          parentAddr.toString());
+    // Connection attempts in short slices, so that the root's verdict (the parent dropped out of init: its
+    // listener refuses) ends the wait instead of HOCCL_TIMEOUT.
+    auto open = [&] {
+      while (true) {
+        const net::Deadline slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(200));
+        try {
+          return net::connectUntil(parentAddr, slice, what);
+        } catch (const Error& e) {
+          if (e.code() != hocclTimeout || slice >= deadline || alerted(alertFd)) throw;
+        }
+      }
+    };
     try {
-      parent_.fd = connectAuthenticated([&] { return net::connectUntil(parentAddr, deadline, what); }, secret,
-                                        Hello{tag, rank_, place_.parent, kTreeLinkIndex}, deadline, what,
+      parent_.fd = connectAuthenticated(open, secret, Hello{tag, rank_, place_.parent, kTreeLinkIndex}, deadline, what,
                                         "every rank of a communicator must hold the same job secret (the same "
                                         "unique id)");
     } catch (const Error& e) {
       parent_.fd.reset();
+      if (alerted(alertFd)) return {TreeOutcome::Verdict, 0, ""};
       return blame(e.code(), fmt::format("{} failed: {}", what, e.what()));
     }
     noDelay(parent_.fd.get());

@@ -15,6 +15,7 @@
  *             rank -> root  kRankAbort: this rank called hocclCommAbort
  *             root -> rank  kRootPing, answered by the rank's watcher thread with kRankPong: is it running?
  *             root -> rank  kRootVerdict: the culprit, once per communicator, to every connected rank
+ *   ready     rank -> root  kRankReady: its init is complete (tree linked, rank table held)
  *   leaving   rank -> root  kRankGoodbye, then close: a normal end (hocclCommDestroy); never blamed
  *             root -> rank  kRootClosing: the root's process exits normally (sent from an atexit handler)
  *
@@ -30,7 +31,13 @@
  * a stopped rank never blocks it) and keeps one state per rank: live, leaving (said goodbye), gone (closed after a
  * goodbye) or lost (closed without one: killed, crashed, or exited without destroying its communicator).
  *
- * A lost rank alone is no failure: a rank may exit (even with _exit) once its part is done while others still finish
+ * A rank whose connection closes before its kRankReady (with or without a goodbye) fails the job at once, during
+ * the join as well as while the ranks link the tree: the others wait for it in init (its children connect to its
+ * listener, its parent waits for it to link), so the root sends every rank a verdict naming it (rule 0 below) and
+ * answers the ranks that join later with the same verdict. A sub-root that loses a rank before its share is complete
+ * tells its own ranks and the head root (kLinkLost instead of kLinkShare), which tells the others.
+ *
+ * After its kRankReady, a lost rank alone is no failure: a rank may exit (even with _exit) once its part is done while others still finish
  * theirs, and that looks the same as a kill. It becomes the culprit as soon as somebody needs it:
  * a report that names it (a gather-tree neighbour waiting for it in a bootstrap exchange, or a peer of its data path).
  * The ranks that wait on it directly see it within ~0.1 s (a closed link; shm watches the pid, tcp sees the close);
@@ -38,6 +45,7 @@
  * wait on survivors.
  *
  * The verdict, once per communicator, picked from the reports received (in order) and the connection states:
+ *   0. a rank whose connection closed before its init was complete and that reported nothing itself;
  *   1. an abort: the rank that aborted;
  *   2. a suspect whose connection closed without a goodbye: it died;
  *   3. a suspect that had said goodbye: it left while others still waited for it (mismatched calls);
@@ -84,6 +92,8 @@ constexpr auto kSettle = std::chrono::milliseconds(600);
 constexpr auto kPingWait = std::chrono::milliseconds(300);
 // Children per rank in the gather tree (tree_shape.h): depth log4(n), 1 + 4 links per rank.
 constexpr int kTreeFanout = 4;
+// How often the root looks at the connections of the ranks that joined while it waits for the others.
+constexpr auto kJoinedWatch = std::chrono::milliseconds(100);
 
 class RootServer;
 
@@ -178,6 +188,8 @@ class RootServer {
     AddressWire listener{};  // where it accepts its gather-tree children
     State state = State::Live;
     bool answered = false;  // to the last ping (or reported: it runs)
+    bool ready = false;     // sent kRankReady: its init is complete
+    bool reported = false;  // sent a kRankReport (its own account of a failure)
     std::vector<char> in;   // bytes received, not yet a whole message
   };
   struct Link {  // a sub-root linked to this head root
@@ -221,8 +233,8 @@ class RootServer {
   // What a join says about the communicator, checked against the first join: "" when it agrees.
   std::string configure(const JoinMessage& j) {
     if (!configured_) {
-      if (j.nranks < 1 || j.nIds < 1 || j.idIndex < 0 || j.idIndex >= j.nIds || j.shareLo < 0 || j.shareHi > j.nranks ||
-          j.shareLo >= j.shareHi)
+      if (j.nranks < 1 || j.nranks > kMaxRanks || j.nIds < 1 || j.idIndex < 0 || j.idIndex >= j.nIds || j.shareLo < 0 ||
+          j.shareHi > j.nranks || j.shareLo >= j.shareHi)
         return fmt::format("rank {} joined with nranks {}, id {} of {}, share {}..{}, which do not fit together",
                            j.rank, j.nranks, j.idIndex, j.nIds, j.shareLo, j.shareHi - 1);
       if (!ranks_.empty() && j.nranks != nranks())  // a sub-root's link came first
@@ -252,10 +264,17 @@ class RootServer {
   bool assemble() {
     net::Deadline deadline = net::defaultDeadline();
     Acceptor acceptor(listener_.get(), id_.secret, -1, "the bootstrap root at " + id_.root.toString());
+    Clock::time_point watched{};
     while (!complete()) {
-      std::optional<Acceptor::Peer> peer = acceptor.next(deadline);
+      // Short slices: a rank that joined and then dropped out is found within a fraction of a second.
+      std::optional<Acceptor::Peer> peer = acceptor.next(std::min(deadline, Clock::now() + kJoinedWatch));
+      if (!peer || Clock::now() - watched >= kJoinedWatch) {
+        watchJoined();
+        watched = Clock::now();
+      }
       if (!peer) {
-        reportMissing();
+        if (Clock::now() < deadline) continue;
+        if (!verdictSent_) reportMissing();
         return false;
       }
       if (peer->hello.index == kRootLinkIndex) {
@@ -303,12 +322,32 @@ class RootServer {
       rk.info = info;
       rk.listener = join.listener;
       rk.present = true;
+      if (verdictSent_) sendVerdictTo(join.rank);  // the job already failed: tell it at once
     }
+    if (verdictSent_) return false;
     if (idIndex_ > 0) {
       RootInfoWire me = myInfo();
       for (int r = share_.lo; r < share_.hi; ++r) send(r, kRootInfo, -1, &me, sizeof(me), deadline);
     }
     return true;
+  }
+
+  // While the root waits for the other ranks: reads the connections of those that joined (they send nothing before
+  // their plan, so anything readable is a close or an error), fails the job when one dropped out (decide(), rule 0)
+  // and, on a sub-root, tells the head root.
+  void watchJoined() {
+    std::vector<pollfd> pfds;
+    std::vector<int> owner;
+    for (int r = 0; r < nranks(); ++r)
+      if (ranks_[r].fd) {
+        pfds.push_back({ranks_[r].fd.get(), POLLIN, 0});
+        owner.push_back(r);
+      }
+    if (!pfds.empty() && ::poll(pfds.data(), pfds.size(), 0) > 0)
+      for (size_t i = 0; i < pfds.size(); ++i)
+        if (pfds[i].revents) readFrom(owner[i]);
+    decide();
+    if (idIndex_ > 0 && verdictSent_ && !headTold_) tellHeadLost();
   }
 
   RootInfoWire myInfo() const {
@@ -327,11 +366,9 @@ class RootServer {
       ShareWire sw{};
       net::readAll(peer.fd.get(), &h, sizeof(h), by, "bootstrap link");
       net::readAll(peer.fd.get(), &sw, sizeof(sw), by, "bootstrap link");
-      const uint64_t entry = sizeof(JoinMessage) + sizeof(RankInfo);
       std::string problem;
-      if (h.type != kLinkShare || sw.nranks < 1 || sw.shareLo < 0 || sw.shareHi > sw.nranks ||
-          sw.shareLo >= sw.shareHi || h.bytes != sizeof(sw) + entry * uint64_t(sw.shareHi - sw.shareLo))
-        problem = fmt::format("{} sent a malformed share", from);
+      if (const char* bad = linkOpeningProblem(h, sw, sizeof(RankInfo)))
+        problem = fmt::format("{} sent a malformed share: {}", from, bad);
       else if (peer.hello.tag != id_.nonce)
         problem = fmt::format("{} links to another communicator (tag {:#x}, this head root serves {:#x})", from,
                               peer.hello.tag, id_.nonce);
@@ -343,6 +380,10 @@ class RootServer {
         return;
       }
       if (ranks_.empty()) ranks_.resize(sw.nranks);  // nIds_ and the head's own share come with its first rank
+      if (h.type == kLinkLost) {
+        acceptLoss(peer.fd.get(), h, sw, by, from);
+        return;
+      }
       std::vector<std::pair<JoinMessage, RankInfo>> joins(sw.shareHi - sw.shareLo);
       for (auto& [j, info] : joins) {
         net::readAll(peer.fd.get(), &j, sizeof(j), by, "bootstrap link");
@@ -367,8 +408,64 @@ class RootServer {
       links_.push_back(std::move(link));
       HOCCL_INFO(kBootstrap, "bootstrap head root at {}: {} linked with ranks {}..{}", id_.root.toString(), from,
                  sw.shareLo, sw.shareHi - 1);
+      if (verdictSent_)  // the job already failed: its ranks learn it through their sub-root
+        for (int r = sw.shareLo; r < sw.shareHi; ++r) sendVerdictTo(r);
     } catch (const Error& e) {
       HOCCL_WARN(kBootstrap, "bootstrap root: {} failed to link: {}", from, e.what());
+    }
+  }
+
+  // The head root: a sub-root lost rank h.rank of its share before the share was complete (kLinkLost). The job
+  // cannot be created: every rank this root serves gets the sub-root's verdict, and the share counts as present (its
+  // sub-root answers its ranks), so that this root stops waiting for it.
+  void acceptLoss(int fd, const LinkHeader& h, const ShareWire& sw, net::Deadline by, const std::string& from) {
+    RankInfo info;
+    net::readAll(fd, &info, sizeof(info), by, "bootstrap link");
+    std::string text(h.bytes - sizeof(sw) - sizeof(info), '\0');
+    net::readAll(fd, text.data(), text.size(), by, "bootstrap link");
+    for (int r = sw.shareLo; r < sw.shareHi; ++r)
+      if (!ranks_[r].present) ranks_[r].present = true;
+    ranks_[h.rank].info = info;
+    ranks_[h.rank].info.rank = h.rank;
+    HOCCL_INFO(kBootstrap, "bootstrap head root at {}: {} lost rank {} before its share was complete",
+               id_.root.toString(), from, h.rank);
+    if (!verdictSent_) sendVerdict(Verdict::Kind::Died, h.rank, -1, text);
+  }
+
+  // A sub-root whose share lost a rank before it was complete: tells the head root (kLinkLost with the verdict this
+  // sub-root sent its own ranks), so that the ranks of the other shares stop too. Waits until the first rank of the
+  // share has handed over the head's id (handHeadId).
+  void tellHeadLost() {
+    std::optional<UniqueId> head;
+    {
+      std::lock_guard<std::mutex> lock(registry().mutex);
+      auto it = registry().headIds.find(id_.nonce);
+      if (it != registry().headIds.end()) head = it->second;
+    }
+    if (!head) return;  // again at the next look
+    headTold_ = true;
+    const std::string what = fmt::format(
+        "the bootstrap root of id {} telling the head root at {} that its share lost "
+        "rank {}",
+        idIndex_, head->root.toString(), verdictCulprit_);
+    try {
+      const net::Deadline deadline = Clock::now() + std::chrono::seconds(10);
+      net::Fd fd = connectAuthenticated([&] { return net::connectUntil(head->root, deadline, what); }, head->secret,
+                                        Hello{head->nonce, idIndex_, -1, kRootLinkIndex}, deadline, what,
+                                        "pass every rank the same ids, in the same order");
+      ShareWire sw{nranks(), idIndex_, share_.lo, share_.hi, static_cast<int32_t>(pid_), 0};
+      const std::string text(verdict_.begin() + sizeof(VerdictWire), verdict_.end());
+      std::vector<char> payload(sizeof(sw) + sizeof(RankInfo));
+      std::memcpy(payload.data(), &sw, sizeof(sw));
+      std::memcpy(payload.data() + sizeof(sw), &ranks_[verdictCulprit_].info, sizeof(RankInfo));
+      payload.insert(payload.end(), text.begin(), text.begin() + std::min<size_t>(text.size(), kMaxReportBytes));
+      std::vector<char> m = frame(LinkHeader{kLinkLost, verdictCulprit_, payload.size()}, payload.data(),
+                                  payload.size());
+      net::writeAll(fd.get(), m.data(), m.size(), deadline, what);
+      std::lock_guard<std::mutex> lock(mutex_);
+      head_ = std::move(fd);  // kept open while this root runs: the head reads it in its own time
+    } catch (const Error& e) {
+      HOCCL_WARN(kBootstrap, "{} failed: {}; the ranks of the other ids wait until HOCCL_TIMEOUT", what, e.what());
     }
   }
 
@@ -673,6 +770,7 @@ class RootServer {
         HOCCL_INFO(kBootstrap, "bootstrap root: {} reports: {}", who(r), rep.text);
         reports_.push_back(std::move(rep));
         ranks_[r].answered = true;
+        ranks_[r].reported = true;
         if (!settling_) {
           settling_ = true;
           settleEnd_ = Clock::now() + kSettle;
@@ -686,6 +784,7 @@ class RootServer {
         break;
       }
       case kRankPong: ranks_[r].answered = true; break;
+      case kRankReady: ranks_[r].ready = true; break;
       case kRankAbort:
         if (abortBy_ < 0) abortBy_ = r;
         break;
@@ -703,6 +802,7 @@ class RootServer {
       rk.fd.reset();
       rk.via = -1;
     }
+    if (!rk.ready && std::find(initLost_.begin(), initLost_.end(), r) == initLost_.end()) initLost_.push_back(r);
     if (rk.state == State::Leaving || rk.state == State::Gone) {
       rk.state = State::Gone;
       return;
@@ -715,6 +815,12 @@ class RootServer {
   // Picks the culprit when the reports allow it (see the comment at the top of this file) and tells every rank.
   void decide() {
     if (verdictSent_) return;
+    for (int r : initLost_) {
+      if (ranks_[r].reported) continue;  // its own report says why (and may blame another rank)
+      const bool died = ranks_[r].state == State::Lost;
+      sendVerdict(died ? Verdict::Kind::Died : Verdict::Kind::Left, r, -1, initLossText(r, died));
+      return;
+    }
     if (abortBy_ >= 0) {
       sendVerdict(Verdict::Kind::Aborted, abortBy_, abortBy_,
                   fmt::format("{} aborted the communicator (hocclCommAbort), so every rank of it stops. Look at that "
@@ -820,17 +926,38 @@ class RootServer {
                 fmt::format("{} failed: {}", who(first.reporter), first.text));
   }
 
+  // Rule 0: rank r's connection closed before its init was complete (`died`: without a goodbye).
+  std::string initLossText(int r, bool died) const {
+    if (died)
+      return fmt::format(
+          "{} dropped out during init: its connection to the bootstrap root at {} closed without a goodbye before "
+          "its init was complete (it exited, was killed, or its bootstrap connection broke), so the communicator "
+          "cannot be created and every rank stops. Look at rank {}'s output for its error, and at the system log "
+          "(dmesg: OOM killer, signals); on an overloaded machine, fewer ranks per host or a larger HOCCL_TIMEOUT "
+          "may help",
+          who(r), id_.root.toString(), r);
+    return fmt::format(
+        "{} gave up during init (it left the bootstrap before its init was complete), so the communicator cannot be "
+        "created and every rank stops. Rank {}'s own output says why its init failed",
+        who(r), r);
+  }
+
   void sendVerdict(Verdict::Kind kind, int culprit, int reporter, const std::string& text) {
     verdictSent_ = true;
     settling_ = false;
     reports_.clear();
     HOCCL_WARN(kBootstrap, "bootstrap root at {}: {}", id_.root.toString(), text);
-    std::vector<char> payload(sizeof(VerdictWire) + text.size());
+    verdict_.assign(sizeof(VerdictWire) + text.size(), 0);
     VerdictWire w{static_cast<uint32_t>(kind), culprit, reporter, 0};
-    std::memcpy(payload.data(), &w, sizeof(w));
-    std::memcpy(payload.data() + sizeof(w), text.data(), text.size());
-    for (int r = 0; r < nranks(); ++r)
-      send(r, kRootVerdict, culprit, payload.data(), payload.size(), Clock::now() + std::chrono::seconds(2));
+    std::memcpy(verdict_.data(), &w, sizeof(w));
+    std::memcpy(verdict_.data() + sizeof(w), text.data(), text.size());
+    verdictCulprit_ = culprit;
+    for (int r = 0; r < nranks(); ++r) sendVerdictTo(r);
+  }
+
+  // The verdict already decided, to rank r (one that joined or linked after it, or every rank when it is decided).
+  void sendVerdictTo(int r) {
+    send(r, kRootVerdict, verdictCulprit_, verdict_.data(), verdict_.size(), Clock::now() + std::chrono::seconds(2));
   }
 
   // Sends one message to rank r (header and payload in one write; through its sub-root when it is relayed); a rank
@@ -887,7 +1014,11 @@ class RootServer {
   Clock::time_point settleEnd_{};
   Clock::time_point pingEnd_{};
   int abortBy_ = -1;
+  std::vector<int> initLost_;  // ranks whose connection closed before their kRankReady, in order
   bool verdictSent_ = false;
+  std::vector<char> verdict_;  // the verdict's payload (VerdictWire and text), for ranks that join after it
+  int verdictCulprit_ = -1;
+  bool headTold_ = false;  // sub-root: the head root knows of the rank its share lost (kLinkLost)
 };
 
 void announceClosingAtExit() {
