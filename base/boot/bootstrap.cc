@@ -337,10 +337,11 @@ Bootstrap::Bootstrap(const Contact& contact, int rank, int nranks, const RankInf
       continue;
     }
     if (h.type != kRootPlan) continue;
-    if (payload.size() < sizeof(plan) || (payload.size() - sizeof(plan)) % sizeof(RankInfo) != 0)
+    const int neighbours = planNeighbours(payload.size(), sizeof(RankInfo));
+    if (neighbours < 0)
       throwInternalError(fmt::format("rank {}: the bootstrap root sent a plan of {} bytes", rank, payload.size()));
     std::memcpy(&plan, payload.data(), sizeof(plan));
-    known.resize((payload.size() - sizeof(plan)) / sizeof(RankInfo));
+    known.resize(neighbours);
     if (!known.empty())  // a 1-rank plan carries no neighbours (memcpy with a null pointer is undefined)
       std::memcpy(known.data(), payload.data() + sizeof(plan), known.size() * sizeof(RankInfo));
     break;

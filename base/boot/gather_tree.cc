@@ -186,20 +186,21 @@ TreeOutcome GatherTree::receive(Link& from, uint32_t seq, char* into, size_t byt
   TreeOutcome out;
   TreeHeader h{};
   if (!readExact(&h, sizeof(h), &out)) return out;
-  if (h.type == kTreeBye)
+  const TreeStep step = treeStep(h, seq, bytes);
+  if (step.kind == TreeStep::Bye)
     return TreeOutcome{TreeOutcome::Local, hocclRemoteError,
                        fmt::format("{} destroyed its communicator {}: the ranks did not call the same "
                                    "sequence of operations (hocclCommSplit / hocclCommFinalize on some "
                                    "ranks only?)",
                                    from.name, during)};
-  if (h.type == kTreeGaveUp) {
-    std::string text(std::min<uint64_t>(h.bytes, kMaxReportBytes), '\0');
+  if (step.kind == TreeStep::GaveUp) {
+    std::string text(step.read, '\0');
     if (!text.empty() && !readExact(text.data(), text.size(), &out)) return out;
     // seq 1: its failure was reported, the root's verdict follows; 0: an error of this call only.
     return TreeOutcome{h.seq == 1 ? TreeOutcome::Follow : TreeOutcome::Local, hocclRemoteError,
                        fmt::format("{} gave up on this exchange: {}", from.name, text)};
   }
-  if (h.type != kTreeData || h.seq != seq || h.bytes != bytes)
+  if (step.kind == TreeStep::Mismatch)
     return TreeOutcome{
         TreeOutcome::Local, hocclInvalidUsage,
         fmt::format("{} sent bootstrap exchange #{} of {} bytes (type {}) {}, which expected {} bytes: the "

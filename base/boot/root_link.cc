@@ -70,13 +70,19 @@ void RootServer::acceptLink(Acceptor::Peer peer, net::Deadline deadline) {
       acceptLoss(peer.fd.get(), h, sw, by, from);
       return;
     }
+    std::vector<char> entries(h.bytes - sizeof(sw));  // bounded by linkOpeningProblem
+    net::readAll(peer.fd.get(), entries.data(), entries.size(), by, "bootstrap link");
+    if (const char* bad = shareEntriesProblem(entries.data(), entries.size(), sw, sizeof(RankInfo)))
+      throwInvalidUsage(
+          fmt::format("{} sent a malformed share (ranks {}..{}): {}", from, sw.shareLo, sw.shareHi - 1, bad));
     std::vector<std::pair<JoinMessage, RankInfo>> joins(sw.shareHi - sw.shareLo);
-    for (auto& [j, info] : joins) {
-      net::readAll(peer.fd.get(), &j, sizeof(j), by, "bootstrap link");
-      net::readAll(peer.fd.get(), &info, sizeof(info), by, "bootstrap link");
-      if (j.rank < sw.shareLo || j.rank >= sw.shareHi || ranks_[j.rank].present)
-        throwInvalidUsage(fmt::format("{} relays rank {}, outside its share {}..{} or already joined", from, j.rank,
-                                      sw.shareLo, sw.shareHi - 1));
+    for (size_t i = 0; i < joins.size(); ++i) {
+      auto& [j, info] = joins[i];
+      const char* at = entries.data() + i * (sizeof(JoinMessage) + sizeof(RankInfo));
+      std::memcpy(&j, at, sizeof(j));
+      std::memcpy(&info, at + sizeof(j), sizeof(info));
+      if (ranks_[j.rank].present)
+        throwInvalidUsage(fmt::format("{} relays rank {}, which already joined", from, j.rank));
     }
     Link link;
     link.fd = std::move(peer.fd);

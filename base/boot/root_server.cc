@@ -40,7 +40,8 @@
  * wait on survivors.
  *
  * The verdict, once per communicator, picked from the reports received (in order) and the connection states:
- *   0. a rank whose connection closed before its init was complete and that reported nothing itself;
+ *   0. while no report is pending: a rank whose connection closed before its init was complete and that reported
+ *      nothing itself;
  *   1. an abort: the rank that aborted;
  *   2. a suspect whose connection closed without a goodbye: it died;
  *   3. a suspect that had said goodbye: it left while others still waited for it (mismatched calls);
@@ -447,12 +448,6 @@ void RootServer::closeRank(int r) {
 
 void RootServer::decide() {
   if (verdictSent_) return;
-  for (int r : initLost_) {
-    if (ranks_[r].reported) continue;  // its own report says why (and may blame another rank)
-    const bool died = ranks_[r].state == State::Lost;
-    sendVerdict(died ? Verdict::Kind::Died : Verdict::Kind::Left, r, -1, initLossText(r, died));
-    return;
-  }
   if (abortBy_ >= 0) {
     sendVerdict(Verdict::Kind::Aborted, abortBy_, abortBy_,
                 fmt::format("{} aborted the communicator (hocclCommAbort), so every rank of it stops. Look at that "
@@ -460,7 +455,17 @@ void RootServer::decide() {
                             who(abortBy_)));
     return;
   }
-  if (reports_.empty()) return;
+  if (reports_.empty()) {
+    // Rule 0, while no report is being judged (a report decides by the rules below, and a rank that left after
+    // waiting in vain for that verdict is not the culprit).
+    for (int r : initLost_) {
+      if (ranks_[r].reported) continue;  // its own report says why (and may blame another rank)
+      const bool died = ranks_[r].state == State::Lost;
+      sendVerdict(died ? Verdict::Kind::Died : Verdict::Kind::Left, r, -1, initLossText(r, died));
+      return;
+    }
+    return;
+  }
   for (State wanted : {State::Lost, State::Gone}) {
     for (const Report& rep : reports_) {
       for (int s : rep.suspects) {
@@ -562,7 +567,7 @@ std::string RootServer::initLossText(int r, bool died) const {
   if (died)
     return fmt::format(
         "{} dropped out during init: its connection to the bootstrap root at {} closed without a goodbye before "
-        "its init was complete (it exited, was killed, or its bootstrap connection broke), so the communicator "
+        "its init was complete (its init failed, it exited, was killed, or its bootstrap connection broke), so the communicator "
         "cannot be created and every rank stops. Look at rank {}'s output for its error, and at the system log "
         "(dmesg: OOM killer, signals); on an overloaded machine, fewer ranks per host or a larger HOCCL_TIMEOUT "
         "may help",

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace hoccl::boot {
 
@@ -110,6 +111,15 @@ struct ShareWire {
   int32_t reserved;  ///< 0
 };
 
+/// Payload of kRootPlan: a PlanWire, then `rankInfoBytes` of RankInfo per neighbour (the parent first, then the
+/// children). The number of neighbours, or -1 when `size` does not fit that form or names more than 1 + kMaxFanout.
+constexpr int kMaxFanout = 64;
+inline int planNeighbours(size_t size, uint64_t rankInfoBytes) {
+  if (size < sizeof(PlanWire) || rankInfoBytes == 0 || (size - sizeof(PlanWire)) % rankInfoBytes != 0) return -1;
+  const uint64_t n = (size - sizeof(PlanWire)) / rankInfoBytes;
+  return n > 1 + kMaxFanout ? -1 : static_cast<int>(n);
+}
+
 /// Header of every message between two ranks of the gather tree (gather_tree.cc).
 struct TreeHeader {
   uint32_t type;   ///< kTreeData, kTreeBye or kTreeGaveUp
@@ -198,6 +208,7 @@ inline const char* linkOpeningProblem(const LinkHeader& h, const ShareWire& sw, 
     const uint64_t entry = sizeof(JoinMessage) + rankInfoBytes;
     if (h.bytes != sizeof(ShareWire) + entry * static_cast<uint64_t>(sw.shareHi - sw.shareLo))
       return "its share's size does not match its ranks";
+    if (h.bytes > kMaxSlotBytes) return "its share is larger than any the bootstrap carries";
     return nullptr;
   }
   if (h.type == kLinkLost) {
@@ -207,6 +218,24 @@ inline const char* linkOpeningProblem(const LinkHeader& h, const ShareWire& sw, 
     return nullptr;
   }
   return "it opened with an unknown message type";
+}
+
+/// What is wrong with the entries of a kLinkShare (what follows its ShareWire: `size` bytes, a JoinMessage and
+/// `rankInfoBytes` of RankInfo per rank of the share, in any order); nullptr when there is one entry per rank of the
+/// share, each rank once. `sw` passed linkOpeningProblem.
+inline const char* shareEntriesProblem(const char* data, size_t size, const ShareWire& sw, uint64_t rankInfoBytes) {
+  const uint64_t entry = sizeof(JoinMessage) + rankInfoBytes;
+  const auto count = static_cast<uint64_t>(sw.shareHi - sw.shareLo);
+  if (size != entry * count) return "its share's size does not match its ranks";
+  std::vector<bool> seen(count, false);
+  for (uint64_t i = 0; i < count; ++i) {
+    JoinMessage j;
+    std::memcpy(&j, data + i * entry, sizeof(j));
+    if (j.rank < sw.shareLo || j.rank >= sw.shareHi) return "it relays a rank outside its share";
+    if (seen[j.rank - sw.shareLo]) return "it relays a rank twice";
+    seen[j.rank - sw.shareLo] = true;
+  }
+  return nullptr;
 }
 
 /// The next message on a link between roots in data[0, size): from a sub-root serving ranks [lo, hi) (at the head:
@@ -224,6 +253,23 @@ inline Frame nextLinkMessage(const char* data, size_t size, int lo, int hi) {
   if (h.bytes > kMaxSlotBytes || (fromSub && (h.rank < lo || h.rank >= hi))) f.status = Frame::Malformed;
   else if (size - sizeof(h) >= h.bytes) f.status = Frame::Whole;
   return f;
+}
+
+/// What a rank of the gather tree does with a TreeHeader that arrives while it waits for exchange `seq` of `bytes`
+/// payload bytes: read `read` payload bytes and then take the data (Data), fail the call because the neighbour left
+/// (Bye) or gave up with the text it read (GaveUp: at most kMaxReportBytes, whatever the header says), or fail the
+/// call because the ranks called different operations (Mismatch: another exchange, size or type; nothing is read).
+struct TreeStep {
+  enum Kind { Data, Bye, GaveUp, Mismatch };
+  Kind kind = Mismatch;  ///< see above
+  uint64_t read = 0;     ///< payload bytes to read now (never more than max(bytes, kMaxReportBytes))
+};
+/// See TreeStep.
+inline TreeStep treeStep(const TreeHeader& h, uint32_t seq, uint64_t bytes) {
+  if (h.type == kTreeBye) return {TreeStep::Bye, 0};
+  if (h.type == kTreeGaveUp) return {TreeStep::GaveUp, h.bytes < kMaxReportBytes ? h.bytes : kMaxReportBytes};
+  if (h.type == kTreeData && h.seq == seq && h.bytes == bytes) return {TreeStep::Data, bytes};
+  return {TreeStep::Mismatch, 0};
 }
 
 }  // namespace hoccl::boot
