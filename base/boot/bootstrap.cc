@@ -4,9 +4,11 @@
  *
  * The constructor joins synchronously: it opens this rank's tree listener (on the address its connection to the
  * root leaves from: the interface that reaches the root reaches the other ranks), sends the handshake, JoinMessage +
- * RankInfo, and waits for kRootInfo and kRootPlan (its parent's address and its neighbours' RankInfo). Then it starts
- * the watcher, links the tree (connects to the parent, accepts the children, closes the listener) and all-gathers the
- * rank table over it.
+ * RankInfo, and waits for kRootInfo and kRootPlan (its parent's address and its neighbours' RankInfo), or for a
+ * kRootVerdict: another rank dropped out before the job assembled. Then it starts the watcher, links the tree
+ * (connects to the parent, accepts the children, closes the listener), all-gathers the rank table over it and tells
+ * the root that its init is complete (kRankReady). Until then the root takes its connection closing as a failure of
+ * the job, and its verdict (through the watcher and the alert) ends the other ranks' waits in the tree.
  *
  * From then on one watcher thread per communicator owns every read of the root connection: it waits in poll() on the
  * socket and on an eventfd (the destructor's wake-up), parses whole messages out of what arrived, and
@@ -117,7 +119,27 @@ class Bootstrap::Impl {
       throwRemoteError(fmt::format("rank {}: {}", rank, std::string(payload.begin(), payload.end())));
     if (h->type == kRootTimeout)
       throwTimeout(fmt::format("rank {}: {}", rank, std::string(payload.begin(), payload.end())));
+    if (h->type == kRootVerdict) {  // the job failed before this rank's join was answered (a rank dropped out)
+      std::optional<Verdict> v = decodeVerdict(payload);
+      if (v) {
+        record(*v);
+        throwRemoteError(fmt::format("rank {}: bootstrap join with root {} stopped: {}", rank, rootName, v->text));
+      }
+    }
     return payload;
+  }
+
+  // A kRootVerdict's payload; nullopt when it is too short to hold one.
+  static std::optional<Verdict> decodeVerdict(const std::vector<char>& payload) {
+    VerdictWire w{};
+    if (payload.size() < sizeof(w)) return std::nullopt;
+    std::memcpy(&w, payload.data(), sizeof(w));
+    Verdict v;
+    v.kind = static_cast<Verdict::Kind>(std::min<uint32_t>(w.kind, uint32_t(Verdict::Kind::Reported)));
+    v.culprit = w.culprit;
+    v.reporter = w.reporter;
+    v.text.assign(payload.begin() + sizeof(w), payload.end());
+    return v;
   }
 
   // Sends one message (header and payload in one write). Throws on a lost connection or timeout.
@@ -199,15 +221,7 @@ class Bootstrap::Impl {
         break;
       }
       case kRootVerdict: {
-        VerdictWire w{};
-        if (payload.size() < sizeof(w)) return;
-        std::memcpy(&w, payload.data(), sizeof(w));
-        Verdict v;
-        v.kind = static_cast<Verdict::Kind>(std::min<uint32_t>(w.kind, uint32_t(Verdict::Kind::Reported)));
-        v.culprit = w.culprit;
-        v.reporter = w.reporter;
-        v.text.assign(payload.begin() + sizeof(w), payload.end());
-        record(v);
+        if (std::optional<Verdict> v = decodeVerdict(payload)) record(*v);
         return;
       }
       case kRootClosing: {
@@ -323,10 +337,11 @@ Bootstrap::Bootstrap(const Contact& contact, int rank, int nranks, const RankInf
       continue;
     }
     if (h.type != kRootPlan) continue;
-    if (payload.size() < sizeof(plan) || (payload.size() - sizeof(plan)) % sizeof(RankInfo) != 0)
+    const int neighbours = planNeighbours(payload.size(), sizeof(RankInfo));
+    if (neighbours < 0)
       throwInternalError(fmt::format("rank {}: the bootstrap root sent a plan of {} bytes", rank, payload.size()));
     std::memcpy(&plan, payload.data(), sizeof(plan));
-    known.resize((payload.size() - sizeof(plan)) / sizeof(RankInfo));
+    known.resize(neighbours);
     if (!known.empty())  // a 1-rank plan carries no neighbours (memcpy with a null pointer is undefined)
       std::memcpy(known.data(), payload.data() + sizeof(plan), known.size() * sizeof(RankInfo));
     break;
@@ -359,6 +374,8 @@ Bootstrap::Bootstrap(const Contact& contact, int rank, int nranks, const RankInf
   }
   for (int r = 0; r < nranks; ++r) ranks_[r].rank = r;
   impl_->ranks = ranks_;
+  // From now on this rank's connection closing alone fails nothing (before, it fails the job at once: root_server.cc).
+  impl_->sendQuietly(kRankReady, std::string(), "the end of its init");
   HOCCL_INFO(kBootstrap, "rank {}/{} joined the bootstrap at {} (tree parent {}, {} children)", rank, nranks,
              impl_->rootName, plan.parent, impl_->tree->place().children.size());
 }

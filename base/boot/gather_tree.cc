@@ -94,13 +94,25 @@ TreeOutcome GatherTree::link(int listenFd, const net::Address& parentAddr, const
     parent_.name = nameOf(place_.parent);
     const std::string what = fmt::format("{}: linking to its parent {} in the bootstrap tree at {}", who_, parent_.name,
                                          parentAddr.toString());
+    // Connection attempts in short slices, so that the root's verdict (the parent dropped out of init: its
+    // listener refuses) ends the wait instead of HOCCL_TIMEOUT.
+    auto open = [&] {
+      while (true) {
+        const net::Deadline slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(200));
+        try {
+          return net::connectUntil(parentAddr, slice, what);
+        } catch (const Error& e) {
+          if (e.code() != hocclTimeout || slice >= deadline || alerted(alertFd)) throw;
+        }
+      }
+    };
     try {
-      parent_.fd = connectAuthenticated([&] { return net::connectUntil(parentAddr, deadline, what); }, secret,
-                                        Hello{tag, rank_, place_.parent, kTreeLinkIndex}, deadline, what,
+      parent_.fd = connectAuthenticated(open, secret, Hello{tag, rank_, place_.parent, kTreeLinkIndex}, deadline, what,
                                         "every rank of a communicator must hold the same job secret (the same "
                                         "unique id)");
     } catch (const Error& e) {
       parent_.fd.reset();
+      if (alerted(alertFd)) return {TreeOutcome::Verdict, 0, ""};
       return blame(e.code(), fmt::format("{} failed: {}", what, e.what()));
     }
     noDelay(parent_.fd.get());
@@ -174,20 +186,21 @@ TreeOutcome GatherTree::receive(Link& from, uint32_t seq, char* into, size_t byt
   TreeOutcome out;
   TreeHeader h{};
   if (!readExact(&h, sizeof(h), &out)) return out;
-  if (h.type == kTreeBye)
+  const TreeStep step = treeStep(h, seq, bytes);
+  if (step.kind == TreeStep::Bye)
     return TreeOutcome{TreeOutcome::Local, hocclRemoteError,
                        fmt::format("{} destroyed its communicator {}: the ranks did not call the same "
                                    "sequence of operations (hocclCommSplit / hocclCommFinalize on some "
                                    "ranks only?)",
                                    from.name, during)};
-  if (h.type == kTreeGaveUp) {
-    std::string text(std::min<uint64_t>(h.bytes, kMaxReportBytes), '\0');
+  if (step.kind == TreeStep::GaveUp) {
+    std::string text(step.read, '\0');
     if (!text.empty() && !readExact(text.data(), text.size(), &out)) return out;
     // seq 1: its failure was reported, the root's verdict follows; 0: an error of this call only.
     return TreeOutcome{h.seq == 1 ? TreeOutcome::Follow : TreeOutcome::Local, hocclRemoteError,
                        fmt::format("{} gave up on this exchange: {}", from.name, text)};
   }
-  if (h.type != kTreeData || h.seq != seq || h.bytes != bytes)
+  if (step.kind == TreeStep::Mismatch)
     return TreeOutcome{
         TreeOutcome::Local, hocclInvalidUsage,
         fmt::format("{} sent bootstrap exchange #{} of {} bytes (type {}) {}, which expected {} bytes: the "

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace hoccl::boot {
 
@@ -30,7 +31,7 @@ struct JoinMessage {
 
 /// Header of every message from a rank to the root after the join.
 struct RankHeader {
-  uint32_t type;      ///< kRankReport, kRankAbort, kRankGoodbye or kRankPong
+  uint32_t type;      ///< kRankReport, kRankAbort, kRankGoodbye, kRankPong or kRankReady
   uint32_t reserved;  ///< 0
   uint64_t bytes;     ///< payload bytes that follow
 };
@@ -43,6 +44,9 @@ constexpr uint32_t kRankAbort = 3;
 constexpr uint32_t kRankGoodbye = 4;
 /// Answer to kRootPing, sent by the rank's watcher thread (so it proves the process runs); no payload.
 constexpr uint32_t kRankPong = 5;
+/// This rank's init is complete (it linked the gather tree and holds the rank table): from now on its connection
+/// closing alone is no failure (a rank may exit once its part is done). Before it, a close fails the job; no payload.
+constexpr uint32_t kRankReady = 6;
 
 /// Header of every message from the root to a rank.
 struct RootHeader {
@@ -78,8 +82,8 @@ struct PlanWire {
 /// Header of every message between a sub-root (a unique id of hocclCommInitRankScalable other than the first) and
 /// the head root (the first id), which decides for the whole communicator; the sub-root relays its ranks.
 struct LinkHeader {
-  uint32_t type;   ///< kLinkShare, kLinkFromRank, kLinkClosed (sub -> head) or kLinkToRank (head -> sub)
-  int32_t rank;    ///< the rank a relayed message comes from or goes to (-1 for kLinkShare)
+  uint32_t type;   ///< kLinkShare, kLinkLost, kLinkFromRank, kLinkClosed (sub -> head) or kLinkToRank (head -> sub)
+  int32_t rank;    ///< the rank a relayed message comes from or goes to, or that was lost (-1 for kLinkShare)
   uint64_t bytes;  ///< payload bytes that follow
 };
 /// sub -> head, once: a ShareWire, then for each rank of the share its JoinMessage and RankInfo.
@@ -90,6 +94,10 @@ constexpr uint32_t kLinkFromRank = 2;
 constexpr uint32_t kLinkClosed = 3;
 /// head -> sub: a whole message for `rank` (RootHeader and payload) follows.
 constexpr uint32_t kLinkToRank = 4;
+/// sub -> head, once, instead of kLinkShare: rank `rank` of the share dropped out before the share was complete, so
+/// the communicator cannot be created. A ShareWire, the lost rank's RankInfo, then the verdict's text (at most
+/// kMaxReportBytes) follow; the head root sends that verdict to every rank it serves.
+constexpr uint32_t kLinkLost = 5;
 /// The connection index in the Hello of a sub-root linking to its head root (its rank field carries the id index).
 constexpr int32_t kRootLinkIndex = -9;
 
@@ -102,6 +110,15 @@ struct ShareWire {
   int32_t pid;       ///< the sub-root's process
   int32_t reserved;  ///< 0
 };
+
+/// Payload of kRootPlan: a PlanWire, then `rankInfoBytes` of RankInfo per neighbour (the parent first, then the
+/// children). The number of neighbours, or -1 when `size` does not fit that form or names more than 1 + kMaxFanout.
+constexpr int kMaxFanout = 64;
+inline int planNeighbours(size_t size, uint64_t rankInfoBytes) {
+  if (size < sizeof(PlanWire) || rankInfoBytes == 0 || (size - sizeof(PlanWire)) % rankInfoBytes != 0) return -1;
+  const uint64_t n = (size - sizeof(PlanWire)) / rankInfoBytes;
+  return n > 1 + kMaxFanout ? -1 : static_cast<int>(n);
+}
 
 /// Header of every message between two ranks of the gather tree (gather_tree.cc).
 struct TreeHeader {
@@ -137,6 +154,9 @@ struct RootInfoWire {
 constexpr uint64_t kMaxSlotBytes = uint64_t{256} << 20;
 /// Largest failure report the root accepts.
 constexpr uint64_t kMaxReportBytes = 64 << 10;
+/// Largest communicator the bootstrap serves (its rank table, at most 512 bytes a rank, fits in kMaxSlotBytes): a
+/// join or a share announcing more is refused before anything is sized by it.
+constexpr int32_t kMaxRanks = static_cast<int32_t>(kMaxSlotBytes / 512);
 
 /// What the front of a connection's input holds (both sides parse what arrived with nextRankMessage or
 /// nextRootMessage, one whole message at a time).
@@ -158,7 +178,7 @@ inline Frame nextRankMessage(const char* data, size_t size) {
   f.type = h.type;
   f.bytes = h.bytes;
   const uint64_t limit = h.type == kRankReport ? kMaxReportBytes : 0;
-  if (h.type < kRankReport || h.type > kRankPong || h.bytes > limit) f.status = Frame::Malformed;
+  if (h.type < kRankReport || h.type > kRankReady || h.bytes > limit) f.status = Frame::Malformed;
   else if (size - sizeof(h) >= h.bytes) f.status = Frame::Whole;
   return f;
 }
@@ -175,6 +195,81 @@ inline Frame nextRootMessage(const char* data, size_t size) {
   if (h.bytes > kMaxSlotBytes) f.status = Frame::Malformed;
   else if (size - sizeof(h) >= h.bytes) f.status = Frame::Whole;
   return f;
+}
+
+/// What is wrong with the first message of a sub-root's link (header `h`, then `sw`), whose entries (kLinkShare) are
+/// a JoinMessage and `rankInfoBytes` of RankInfo each; nullptr when it is well-formed: a kLinkShare of exactly one
+/// entry per rank of a share inside [0, nranks) with nranks <= kMaxRanks, or a kLinkLost naming a rank of that share
+/// with a RankInfo and at most kMaxReportBytes of text. The head reads `h.bytes` only after this check.
+inline const char* linkOpeningProblem(const LinkHeader& h, const ShareWire& sw, uint64_t rankInfoBytes) {
+  if (sw.nranks < 1 || sw.nranks > kMaxRanks || sw.shareLo < 0 || sw.shareHi > sw.nranks || sw.shareLo >= sw.shareHi)
+    return "its share does not fit in a communicator of its size";
+  if (h.type == kLinkShare) {
+    const uint64_t entry = sizeof(JoinMessage) + rankInfoBytes;
+    if (h.bytes != sizeof(ShareWire) + entry * static_cast<uint64_t>(sw.shareHi - sw.shareLo))
+      return "its share's size does not match its ranks";
+    if (h.bytes > kMaxSlotBytes) return "its share is larger than any the bootstrap carries";
+    return nullptr;
+  }
+  if (h.type == kLinkLost) {
+    if (h.rank < sw.shareLo || h.rank >= sw.shareHi) return "the rank it lost is outside its share";
+    const uint64_t head = sizeof(ShareWire) + rankInfoBytes;
+    if (h.bytes < head || h.bytes - head > kMaxReportBytes) return "its loss notice has a wrong size";
+    return nullptr;
+  }
+  return "it opened with an unknown message type";
+}
+
+/// What is wrong with the entries of a kLinkShare (what follows its ShareWire: `size` bytes, a JoinMessage and
+/// `rankInfoBytes` of RankInfo per rank of the share, in any order); nullptr when there is one entry per rank of the
+/// share, each rank once. `sw` passed linkOpeningProblem.
+inline const char* shareEntriesProblem(const char* data, size_t size, const ShareWire& sw, uint64_t rankInfoBytes) {
+  const uint64_t entry = sizeof(JoinMessage) + rankInfoBytes;
+  const auto count = static_cast<uint64_t>(sw.shareHi - sw.shareLo);
+  if (size != entry * count) return "its share's size does not match its ranks";
+  std::vector<bool> seen(count, false);
+  for (uint64_t i = 0; i < count; ++i) {
+    JoinMessage j;
+    std::memcpy(&j, data + i * entry, sizeof(j));
+    if (j.rank < sw.shareLo || j.rank >= sw.shareHi) return "it relays a rank outside its share";
+    if (seen[j.rank - sw.shareLo]) return "it relays a rank twice";
+    seen[j.rank - sw.shareLo] = true;
+  }
+  return nullptr;
+}
+
+/// The next message on a link between roots in data[0, size): from a sub-root serving ranks [lo, hi) (at the head:
+/// kLinkFromRank, kLinkClosed; a rank outside the share is Malformed), or, with lo = hi = -1, from the head (at a
+/// sub-root: kLinkToRank). Types this version does not know are Whole (skipped); a payload beyond kMaxSlotBytes is
+/// Malformed.
+inline Frame nextLinkMessage(const char* data, size_t size, int lo, int hi) {
+  Frame f;
+  if (size < sizeof(LinkHeader)) return f;
+  LinkHeader h;
+  std::memcpy(&h, data, sizeof(h));
+  f.type = h.type;
+  f.bytes = h.bytes;
+  const bool fromSub = lo >= 0;
+  if (h.bytes > kMaxSlotBytes || (fromSub && (h.rank < lo || h.rank >= hi))) f.status = Frame::Malformed;
+  else if (size - sizeof(h) >= h.bytes) f.status = Frame::Whole;
+  return f;
+}
+
+/// What a rank of the gather tree does with a TreeHeader that arrives while it waits for exchange `seq` of `bytes`
+/// payload bytes: read `read` payload bytes and then take the data (Data), fail the call because the neighbour left
+/// (Bye) or gave up with the text it read (GaveUp: at most kMaxReportBytes, whatever the header says), or fail the
+/// call because the ranks called different operations (Mismatch: another exchange, size or type; nothing is read).
+struct TreeStep {
+  enum Kind { Data, Bye, GaveUp, Mismatch };
+  Kind kind = Mismatch;  ///< see above
+  uint64_t read = 0;     ///< payload bytes to read now (never more than max(bytes, kMaxReportBytes))
+};
+/// See TreeStep.
+inline TreeStep treeStep(const TreeHeader& h, uint32_t seq, uint64_t bytes) {
+  if (h.type == kTreeBye) return {TreeStep::Bye, 0};
+  if (h.type == kTreeGaveUp) return {TreeStep::GaveUp, h.bytes < kMaxReportBytes ? h.bytes : kMaxReportBytes};
+  if (h.type == kTreeData && h.seq == seq && h.bytes == bytes) return {TreeStep::Data, bytes};
+  return {TreeStep::Mismatch, 0};
 }
 
 }  // namespace hoccl::boot

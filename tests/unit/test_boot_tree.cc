@@ -1,12 +1,16 @@
 // The bootstrap's gather tree (base/boot/tree_shape.h, gather_tree.cc): the shape's index math against a brute-force
 // check, all-gathers of random payloads over 1 to 200 ranks (threads of this process around a real root) against a
-// reference, and a rank killed in the middle of an exchange named on every other rank, without a hang.
+// reference, a rank killed in the middle of an exchange named on every other rank, without a hang, and a rank that
+// drops out after joining (before the others join, or while they link the tree; with one id or with a sub-root)
+// failing every other rank's init within seconds, naming it, instead of at HOCCL_TIMEOUT.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <cstdlib>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -15,8 +19,10 @@
 
 #include "base/boot/bootstrap.h"
 #include "base/boot/tree_shape.h"
+#include "base/boot/wire.h"
 #include "base/error.h"
 #include "base/health.h"
+#include "base/socket.h"
 #include "raw_rank.h"
 
 using namespace hoccl;
@@ -187,5 +193,112 @@ TEST_CASE("a rank killed during an exchange is named on every rank, without a ha
     CHECK(v->kind == Verdict::Kind::Died);
     CHECK(v->culprit == victim);
     CHECK(health[r].failed());
+  }
+}
+
+namespace {
+
+// HOCCL_TIMEOUT for one test case, restored after it (params are read from the environment at every use).
+struct TimeoutFor {
+  std::string before;
+  bool had;
+  explicit TimeoutFor(const char* seconds) {
+    const char* b = std::getenv("HOCCL_TIMEOUT");
+    had = b != nullptr;
+    if (had) before = b;
+    setenv("HOCCL_TIMEOUT", seconds, 1);
+  }
+  ~TimeoutFor() {
+    if (had) setenv("HOCCL_TIMEOUT", before.c_str(), 1);
+    else unsetenv("HOCCL_TIMEOUT");
+  }
+};
+
+// Plays rank `victim` that joins with joinRoot and then drops out: at once (`afterPlan` false: while the root still
+// waits for the others), or once the root's plan arrived (while the others link the tree; it never links).
+void dropOut(net::Fd root, net::Fd listener, bool afterPlan) {
+  if (afterPlan) {
+    const net::Deadline d = Clock::now() + std::chrono::seconds(30);
+    while (true) {
+      RootHeader h{};
+      net::readAll(root.get(), &h, sizeof(h), d, "test victim");
+      std::vector<char> payload(h.bytes);
+      net::readAll(root.get(), payload.data(), payload.size(), d, "test victim");
+      if (h.type == kRootPlan) break;
+    }
+  }
+  root.reset();  // no goodbye: a rank whose bootstrap connection broke, or that was killed
+  listener.reset();
+}
+
+// Runs the ranks of `contacts` (all but the victim) as Bootstraps; returns each one's error and the seconds it took.
+struct InitOutcome {
+  std::vector<std::string> errors;
+  std::vector<double> took;
+};
+InitOutcome initAll(int n, int victim, const std::function<Contact(int)>& contact) {
+  InitOutcome out{std::vector<std::string>(n), std::vector<double>(n, 0)};
+  std::deque<Health> health(n);
+  std::vector<std::thread> threads;
+  const auto start = Clock::now();
+  for (int r = 0; r < n; ++r) {
+    if (r == victim) continue;
+    threads.emplace_back([&, r] {
+      try {
+        Bootstrap b(contact(r), r, n, infoFor(r, 7000 + r, "inithost"), &health[r]);
+        out.errors[r] = "(init succeeded)";
+      } catch (const Error& e) {
+        out.errors[r] = e.what();
+      }
+      out.took[r] = std::chrono::duration<double>(Clock::now() - start).count();
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a rank that drops out after joining fails init on every rank at once, naming it", "[boot_tree]") {
+  TimeoutFor timeout("60");  // the others must not wait for it: seconds, not HOCCL_TIMEOUT
+  // 7 ranks, fanout 4: rank 3 is the parent of rank 4 (its child connects to its listener, which refuses).
+  const int n = 7, victim = 3;
+  const bool afterPlan = GENERATE(false, true);
+  INFO((afterPlan ? "drops out after its plan, while the others link the tree" : "drops out before the others join"));
+  UniqueId id = createUniqueId();
+  const RankInfo victimInfo = infoFor(victim, 7000 + victim, "inithost");
+  net::Fd listener;
+  net::Fd root = test::joinRoot(id, victim, n, victimInfo, &listener);
+  std::thread drop;
+  if (afterPlan) drop = std::thread(dropOut, std::move(root), std::move(listener), true);
+  else dropOut(std::move(root), std::move(listener), false);
+  InitOutcome o = initAll(n, victim, [&](int) { return Contact(id); });
+  if (drop.joinable()) drop.join();
+  for (int r = 0; r < n; ++r) {
+    if (r == victim) continue;
+    INFO("rank " << r << " after " << o.took[r] << " s: " << o.errors[r]);
+    CHECK(o.errors[r].find(describeRank(victimInfo) + " dropped out during init") != std::string::npos);
+    CHECK(o.took[r] < 10.0);
+  }
+}
+
+TEST_CASE("a rank of a sub-root's share that drops out stops the ranks of every id", "[boot_tree]") {
+  TimeoutFor timeout("60");
+  // hocclCommInitRankScalable with 2 ids over 4 ranks: ranks 0, 1 join the head root (id 0), ranks 2, 3 the sub-root
+  // (id 1, served by this process as rank 2's must be). Rank 3 joins and drops out before rank 2 arrives.
+  const int n = 4, victim = 3;
+  const UniqueId ids[2] = {createUniqueId(), createUniqueId()};
+  const RankInfo victimInfo = infoFor(victim, 7000 + victim, "inithost");
+  net::Fd listener;
+  dropOut(test::joinRoot(ids[1], victim, n, victimInfo, &listener, shareOf(victim, n, 2)), std::move(listener), false);
+  InitOutcome o = initAll(n, victim, [&](int r) {
+    const Share s = shareOf(r, n, 2);
+    return Contact(ids[s.idIndex], ids[0], s);
+  });
+  for (int r = 0; r < n; ++r) {
+    if (r == victim) continue;
+    INFO("rank " << r << " after " << o.took[r] << " s: " << o.errors[r]);
+    CHECK(o.errors[r].find(describeRank(victimInfo) + " dropped out during init") != std::string::npos);
+    CHECK(o.took[r] < 10.0);
   }
 }
