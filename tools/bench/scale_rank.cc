@@ -4,8 +4,9 @@
 // the process has finished its calls, the process counts its open descriptors and reads its resident memory, and
 // prints one JSON line: the slowest rank's times, and the descriptors and memory the communicators added (measured
 // against the same process before any init). With PEERS > 0, each rank then makes PEERS rounds of send/recv of COUNT
-// floats (round j: to rank+j, from rank-j, checked), so that it touches 2 x PEERS peers beyond the ring (HOCCL_MAX_CONNS
-// then bounds how many stay connected), before the descriptors and memory are read.
+// floats (round j: to rank+j, from rank-j, checked) and one all-reduce of 1 float (every rank is past its rounds), so
+// that it touches 2 x PEERS peers (HOCCL_MAX_CONNS then bounds how many stay connected), before the descriptors and
+// memory are read.
 #include <dirent.h>
 
 #include <algorithm>
@@ -127,6 +128,15 @@ int main(int argc, char** argv) {
           std::_Exit(1);
         }
         for (float v : in) good &= v == static_cast<float>(from);
+      }
+      if (sendPeers > 0) {  // every rank is done with the rounds (a sender may finish before its peer connected)
+        float one = 1.0f;
+        if (hocclAllReduce(&one, &one, 1, hocclFloat, hocclSum, comm, nullptr) != hocclSuccess) {
+          std::fprintf(stderr, "rank %d: the all-reduce after the send/recv rounds failed: %s\n", rank,
+                       hocclGetLastError(comm));
+          std::_Exit(1);
+        }
+        good &= one == static_cast<float>(nranks);
       }
       ok[t] = good;
       done.arriveAndWait();
