@@ -89,9 +89,9 @@
          "connect at init either way")                                                                                 \
   INT(MAX_CONNS, 0, 0, 1 << 20,                                                                                        \
       "With lazy connections: the most peers a rank keeps connected over a transport that can close idle connections " \
-      "(tcp); past it, connections no call in flight uses are closed, least recently used first, through a "         \
-      "handshake with the peer, and reconnected on their next use. 0 = no limit. Shared memory connections are not "  \
-      "counted. Use the same value on every rank")                                                                     \
+      "(tcp, shm); past it, connections no call in flight uses are closed, least recently used first, through a "    \
+      "handshake with the peer (shm: their slots unmapped and freed), and reconnected on their next use. 0 = no "     \
+      "limit. Use the same value on every rank")                                                                       \
   /* RDMA verbs transport (transports/ibverbs) */                                                                      \
   INT(IB_DISABLE, 0, 0, 1,                                                                                             \
       "1 turns the ibverbs (RDMA) transport off; without it, or without a usable RDMA device, peers on other hosts "   \

@@ -47,7 +47,8 @@ class Channel {
   /// sleeps. Used by the executor after spinning and yielding found nothing to do.
   virtual void waitForActivity(int timeoutMicros);
 
-  /// Closing an idle connection (HOCCL_MAX_CONNS; the handshake of transports/tcp/tcp_close.cc).
+  /// Closing an idle connection (HOCCL_MAX_CONNS; the handshakes of transports/tcp/tcp_close.cc and
+  /// transports/shm/shm_close.cc).
   enum class Link {
     Open,     ///< usable
     Closing,  ///< this side asked the peer to close; nothing may be posted until the answer

@@ -1,6 +1,6 @@
 /*
- * HOCCL_MAX_CONNS: the most peers a rank keeps connected over transports whose idle channels can be closed (tcp; the
- * handshake is transports/tcp/tcp_close.cc). Lazy connections only (HOCCL_CONNECT=lazy).
+ * HOCCL_MAX_CONNS: the most peers a rank keeps connected over transports whose idle channels can be closed (tcp and
+ * shm; the handshakes are in their folders: tcp_close.cc, shm_close.cc). Lazy connections only (HOCCL_CONNECT=lazy).
  *
  * The executor tells the communicator which peers each run uses (beginRun/endRun): those are pinned, and stamped
  * with a use clock. At the start of a run, when the closable peers connected and not closing, plus the closable peers

@@ -17,6 +17,7 @@
 //
 // Usage: mp_collectives --ranks N --transport shm|tcp|ucx [--large] [--device] [--registered all|some]
 //            [--hosts H] [--expect-path p2p|staged|hier|asym] [--p2p-off-rank R]
+//            [--check-shm-release] (HOCCL_MAX_CONNS over shm: shm_release.h)
 //        mp_collectives --ranks N --transport shm|tcp|ucx --soak CALLS [--seed S]
 //            a soak instead: CALLS collectives of random kind, type, op, root and small count (0..4096 elements,
 //            in and out of place), the same sequence on every rank, each checked like the matrix (tools/soak runs it
@@ -35,6 +36,7 @@
 
 #include "data.h"
 #include "harness.h"
+#include "shm_release.h"
 #include "kernels/cpu/reduce.h"
 #include "sched/schedule.h"
 #include "transports/device_channel.h"
@@ -56,6 +58,7 @@ int gRegistered = 0;              // --registered all|some: 1 every rank's buffe
 hocclStream_t gStream = nullptr;  // this rank's stream in device mode
 std::string gExpectPath;          // --expect-path: which device path must have run
 int gP2pOffRank = -1;             // --p2p-off-rank: the rank with HOCCL_DEVICE_P2P=0
+bool gCheckShmRelease = false;    // --check-shm-release: after the matrix, only the ring neighbours' slots stay mapped
 
 // Checks --expect-path against this process's device channel counters (after the matrix).
 int checkDevicePath(int rank, int n) {
@@ -503,6 +506,7 @@ int main(int argc, char** argv) {
     else if (a == "--hosts" && i + 1 < argc) hosts = std::atoi(argv[++i]);
     else if (a == "--expect-path" && i + 1 < argc) gExpectPath = argv[++i];
     else if (a == "--p2p-off-rank" && i + 1 < argc) gP2pOffRank = std::atoi(argv[++i]);
+    else if (a == "--check-shm-release") gCheckShmRelease = true;
   }
   // tcp and ucx carry every peer (shm off); ucx runs over the wires UCX_TLS names.
   if (transport == "tcp" || transport == "ucx") setenv("HOCCL_SHM_DISABLE", "1", 1);
@@ -539,6 +543,8 @@ int main(int argc, char** argv) {
     int bad = collectivesMatrix(comm, rank, n, large);
     if (bad) return fail(rank, std::to_string(bad) + " wrong elements in the collectives matrix");
     if (int e = checkDevicePath(rank, n)) return e;
+    if (gCheckShmRelease)
+      if (int e = checkShmReleased(comm, rank, n)) return e;
     if (gRegistered) {  // which path ran: peers' blocks stay mapped here (cached) only when zero copy ran
       const int mapped = peerBlocksMapped();
       if (gRegistered == 1 && n > 1 && mapped == 0)

@@ -7,7 +7,7 @@
 //  - 256 ranks (threads of this process) pass every collective on small counts over tcp and over shm, random
 //    doubles against double-precision references, and send/recv between random pairs (all-to-all is left out here:
 //    255 peers x 256 ranks of tcp sockets in one process); meson runs it as test_scale_big;
-//  - HOCCL_MAX_CONNS=2 or 3: calls that touch many peers (send/recv between random pairs, ring all-reduces, an
+//  - HOCCL_MAX_CONNS=2 or 3, over tcp and over shm: calls that touch many peers (send/recv between random pairs, ring all-reduces, an
 //    all-to-all) stay correct while a rank holds few connections and the process few descriptors.
 // A peer that dies before a lazy connect is tests/mp/mp_failures.cc's case "lazy".
 #include <catch2/catch.hpp>
@@ -355,9 +355,10 @@ TEST_CASE("lazy: a peer that never makes the call is named when the connect give
   CHECK(message.find("made no progress for 1 s, waiting for rank 1 (host") != std::string::npos);
 }
 
-TEST_CASE("HOCCL_MAX_CONNS: idle tcp connections are closed past the limit and connected again on use", "[scale]") {
+TEST_CASE("HOCCL_MAX_CONNS: idle connections are closed past the limit and connected again on use", "[scale]") {
+  const std::string transport = GENERATE("tcp", "shm");
   const int limit = GENERATE(2, 3);
-  ScopedEnv env({{"HOCCL_SHM_DISABLE", "1"},
+  ScopedEnv env({{"HOCCL_SHM_DISABLE", transport == "tcp" ? "1" : "0"},
                  {"HOCCL_CONNECT", "lazy"},
                  {"HOCCL_ALGO", "ring"},
                  {"HOCCL_TCP_CONNS", "1"},
@@ -433,7 +434,7 @@ TEST_CASE("HOCCL_MAX_CONNS: idle tcp connections are closed past the limit and c
     expect(connectedPeers(comm) <= bound,
            fmt::format("{} peers still connected 4 calls after an all-to-all (limit {})", connectedPeers(comm), limit));
   });
-  INFO("HOCCL_MAX_CONNS=" << limit);
+  INFO(transport << ", HOCCL_MAX_CONNS=" << limit);
   REQUIRE(err == "");
   int most = 0, fewestTouched = n;
   for (int r = 0; r < n; ++r) {
@@ -443,7 +444,8 @@ TEST_CASE("HOCCL_MAX_CONNS: idle tcp connections are closed past the limit and c
   INFO("most peers held " << most << ", fewest peers touched " << fewestTouched);
   CHECK(fewestTouched > bound);  // so the bound held only because connections were closed
   CHECK(most < fewestTouched);
-  // Descriptors (before the all-to-all): one socket per connected peer (HOCCL_TCP_CONNS=1) over the baseline.
+  // Descriptors (before the all-to-all): one per connected peer over the baseline (tcp: its socket, with
+  // HOCCL_TCP_CONNS=1; shm: the shared file this rank created for it, kept open while connected).
   INFO("descriptors over the baseline at most " << maxFds.load() - baseFds.load());
   CHECK(maxFds.load() - baseFds.load() <= n * bound);
 }
@@ -453,7 +455,9 @@ TEST_CASE("HOCCL_MAX_CONNS: a close request that meets a message in flight is re
   // Rank 1 sends to rank 0 (one-way) and then reads rank 0's close request, sent before rank 0 received that message:
   // the two sides are out of step, so rank 1 must refuse (a rank that closed here would lose the message or leave
   // rank 0 with an answer it cannot match). The order is forced with flags between the thread ranks.
-  ScopedEnv env({{"HOCCL_SHM_DISABLE", "1"},
+  const std::string transport = GENERATE("tcp", "shm");
+  INFO(transport);
+  ScopedEnv env({{"HOCCL_SHM_DISABLE", transport == "tcp" ? "1" : "0"},
                  {"HOCCL_CONNECT", "lazy"},
                  {"HOCCL_TCP_CONNS", "1"},
                  {"HOCCL_TIMEOUT", "30"},
@@ -506,7 +510,8 @@ TEST_CASE("HOCCL_MAX_CONNS: a close request that meets a message in flight is re
 TEST_CASE("HOCCL_MAX_CONNS: a peer that dies while its close is asked for is named on every rank, no hang", "[scale]") {
   // Processes: rank 0 asks rank 1 to close their idle connection; rank 1 exits without answering. Rank 0's next
   // call with rank 1 and rank 2's all-reduce must fail with hocclRemoteError naming rank 1, well before the timeout.
-  ScopedEnv env({{"HOCCL_SHM_DISABLE", "1"},
+  const std::string transport = GENERATE("tcp", "shm");
+  ScopedEnv env({{"HOCCL_SHM_DISABLE", transport == "tcp" ? "1" : "0"},
                  {"HOCCL_CONNECT", "lazy"},
                  {"HOCCL_TCP_CONNS", "1"},
                  {"HOCCL_TIMEOUT", "30"},
@@ -556,7 +561,7 @@ TEST_CASE("HOCCL_MAX_CONNS: a peer that dies while its close is asked for is nam
       },
       std::chrono::seconds(60));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  INFO(hoccl::test::allErrors(results));
+  INFO(transport << ": " << hoccl::test::allErrors(results));
   for (int r : {0, 2}) {
     CHECK(results[r].find(fmt::format("code {}", static_cast<int>(hocclRemoteError))) != std::string::npos);
     CHECK(results[r].find("rank 1") != std::string::npos);

@@ -236,6 +236,10 @@ TEST_CASE("registry: both ranks of a pair choose the same transport when one lac
 TEST_CASE("shm segment names are per job and never reuse a live name", "[transports][shm]") {
   CHECK(shm::ShmTransport::segmentName("abc", 1, 2) != shm::ShmTransport::segmentName("abc", 2, 1));
   CHECK(shm::ShmTransport::segmentName("a/b", 0, 1).find('/', 1) == std::string::npos);
+  // A pair connected again after HOCCL_MAX_CONNS closed it uses new names (the old files may still be held).
+  CHECK(shm::ShmTransport::segmentName("abc", 1, 2, 1) != shm::ShmTransport::segmentName("abc", 1, 2));
+  CHECK(shm::ShmTransport::segmentName("abc", 1, 2, 1) != shm::ShmTransport::segmentName("abc", 1, 2, 2));
+  CHECK(shm::ShmTransport::segmentName("abc", 1, 21) != shm::ShmTransport::segmentName("abc", 1, 2, 1));
   auto seg = shm::Segment::create("/hoccl-unit-test-dup", 4096, 2, 0, 1);
   CHECK_THROWS_AS(shm::Segment::create("/hoccl-unit-test-dup", 4096, 2, 0, 1), Error);
   CHECK_THROWS_AS(shm::Segment::open("/hoccl-unit-test-dup", getpid(), 1, 0), Error);  // wrong direction

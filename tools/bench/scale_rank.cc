@@ -3,7 +3,10 @@
 // init, its first and its last (by default the tenth) all-reduce of COUNT floats (checked against the closed-form sum); once every rank of
 // the process has finished its calls, the process counts its open descriptors and reads its resident memory, and
 // prints one JSON line: the slowest rank's times, and the descriptors and memory the communicators added (measured
-// against the same process before any init).
+// against the same process before any init). With PEERS > 0, each rank then makes PEERS rounds of send/recv of COUNT
+// floats (round j: to rank+j, from rank-j, checked) and one all-reduce of 1 float (every rank is past its rounds), so
+// that it touches 2 x PEERS peers (HOCCL_MAX_CONNS then bounds how many stay connected), before the descriptors and
+// memory are read.
 #include <dirent.h>
 
 #include <algorithm>
@@ -66,14 +69,16 @@ class Latch {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5 && argc != 6) {
+  if (argc < 5 || argc > 7) {
     std::fprintf(stderr,
-                 "usage: scale_rank THREADS BASE NRANKS COUNT [CALLS=10] (HOCCL_COMM_ID, HOCCL_AUTH_TOKEN set)\n");
+                 "usage: scale_rank THREADS BASE NRANKS COUNT [CALLS=10 [PEERS=0]] (HOCCL_COMM_ID, HOCCL_AUTH_TOKEN "
+                 "set)\n");
     return 2;
   }
   const int threads = std::atoi(argv[1]), base = std::atoi(argv[2]), nranks = std::atoi(argv[3]);
   const size_t count = std::strtoull(argv[4], nullptr, 10);
-  const int calls = argc == 6 ? std::max(1, std::atoi(argv[5])) : 10;
+  const int calls = argc >= 6 ? std::max(1, std::atoi(argv[5])) : 10;
+  const int sendPeers = argc == 7 ? std::max(0, std::atoi(argv[6])) : 0;
   const int fds0 = openFds();
   const long rss0 = rssKb();
   std::vector<double> init(threads), first(threads), tenth(threads);
@@ -110,6 +115,28 @@ int main(int argc, char** argv) {
         double sum7 = 0;
         for (int q = 0; q < nranks; ++q) sum7 += q % 7;
         for (size_t k = 0; k < count; ++k) good &= buf[k] == static_cast<float>(sum7 + double(k % 3) * nranks);
+      }
+      for (int j = 1; j <= sendPeers && j < nranks; ++j) {  // send/recv rounds with ranks further away
+        const int to = (rank + j) % nranks, from = (rank + nranks - j) % nranks;
+        std::vector<float> out(count, static_cast<float>(rank)), in(count, -1.0f);
+        hocclGroupStart();
+        hocclSend(out.data(), count, hocclFloat, to, comm, nullptr);
+        hocclRecv(in.data(), count, hocclFloat, from, comm, nullptr);
+        if (hocclGroupEnd() != hocclSuccess) {
+          std::fprintf(stderr, "rank %d: send/recv with ranks %d and %d failed: %s\n", rank, to, from,
+                       hocclGetLastError(comm));
+          std::_Exit(1);
+        }
+        for (float v : in) good &= v == static_cast<float>(from);
+      }
+      if (sendPeers > 0) {  // every rank is done with the rounds (a sender may finish before its peer connected)
+        float one = 1.0f;
+        if (hocclAllReduce(&one, &one, 1, hocclFloat, hocclSum, comm, nullptr) != hocclSuccess) {
+          std::fprintf(stderr, "rank %d: the all-reduce after the send/recv rounds failed: %s\n", rank,
+                       hocclGetLastError(comm));
+          std::_Exit(1);
+        }
+        good &= one == static_cast<float>(nranks);
       }
       ok[t] = good;
       done.arriveAndWait();

@@ -70,7 +70,7 @@ Segment::~Segment() {
 
 void Segment::unlink() {
   if (file_ >= 0) {
-    close(file_);
+    closeSharedFile(name_, file_);
     file_ = -1;
   }
 }
@@ -152,6 +152,7 @@ void ShmChannel::postSend(const void* data, size_t bytes) {
   if (!data)
     throwInvalidArgument(fmt::format("shm: send of {} bytes to rank {} from a null buffer", bytes, peer_.rank));
   sends_.push_back({static_cast<const char*>(data), bytes, 0});
+  ++sendPosted_;
 }
 
 void ShmChannel::postRecv(size_t bytes, RecvTarget target) {
@@ -170,6 +171,13 @@ bool ShmChannel::progressSends() {
     PendingSend& s = sends_.front();
     uint64_t tail = outHdr_->tail.load(std::memory_order_acquire);
     if (outHead_ - tail >= slots) break;  // ring full
+    if (s.control) {                      // a handshake word, between two messages
+      publishControl(s, outHdr_->info[outHead_ % slots]);
+      --ctrlQueued_;
+      sends_.pop_front();
+      moved = true;
+      continue;
+    }
     size_t n = std::min<size_t>(slotBytes, s.bytes - s.done);
     SlotInfo& info = outHdr_->info[outHead_ % slots];
     const bool inlined = s.done == 0 && n <= kInlineBytes;
@@ -193,6 +201,10 @@ bool ShmChannel::progressRecvs() {
     const SlotInfo& info = inHdr_->info[inTail_ % slots];
     if (info.seq.load(std::memory_order_acquire) != inTail_ + 1) break;  // nothing published
     PendingRecv& r = recvs_.front();
+    if (info.kind == kSlotControl && r.done == 0) {  // a receive is posted: the channel is busy (shm_close.cc)
+      moved |= takeControl(false, true);
+      continue;
+    }
     bool endsHere = r.done + info.bytes == r.bytes;
     if (info.bytes == 0 || r.done + info.bytes > r.bytes || endsHere != (info.last != 0)) {
       const std::string sent = info.messageBytes == UINT32_MAX ? std::string("4 GiB or more")
@@ -209,7 +221,10 @@ bool ShmChannel::progressRecvs() {
     r.done += info.bytes;
     inHdr_->tail.store(++inTail_, std::memory_order_release);
     moved = true;
-    if (r.done == r.bytes) recvs_.pop_front();
+    if (r.done == r.bytes) {
+      recvs_.pop_front();
+      ++recvDone_;
+    }
   }
   return moved;
 }

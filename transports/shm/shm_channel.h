@@ -59,6 +59,8 @@ static_assert(sizeof(SlotInfo) == 64, "one slot descriptor per cache line");
 constexpr uint32_t kSlotData = 0;
 /// The payload (at most kInlineBytes) is in SlotInfo::inlineData; the slot itself is unused.
 constexpr uint32_t kSlotInline = 2;
+/// A word of the close handshake (HOCCL_MAX_CONNS, shm_close.cc) in SlotInfo::inlineData, between two messages.
+constexpr uint32_t kSlotControl = 3;
 
 /// The control block at the start of every segment.
 struct SegmentHeader {
@@ -131,16 +133,26 @@ class ShmChannel final : public Channel {
   void postRecv(size_t bytes, RecvTarget target) override;
   /// Copies pending sends into free slots and hands published slots to pending receives.
   bool progress() override;
-  /// Posted operations not yet complete.
-  size_t pending() const override { return sends_.size() + recvs_.size(); }
+  /// Posted operations not yet complete (the handshake's queued words are not counted).
+  size_t pending() const override { return sends_.size() - ctrlQueued_ + recvs_.size(); }
   /// Sleeps on the futex of the incoming segment until the peer moves something, or the timeout.
   void waitForActivity(int timeoutMicros) override;
+  /// Yes: see shm_close.cc.
+  bool closable() const override { return true; }
+  /// Publishes a close request when idle and no earlier request is unanswered (shm_close.cc).
+  bool requestClose() override;
+  /// Reads and answers the handshake's words at the message boundary when nothing is pending (shm_close.cc).
+  Link serviceClose(bool inUse, bool needed) override;
+  /// The handshake's state.
+  Link link() const override { return link_; }
 
  private:
   struct PendingSend {
     const char* data;
     size_t bytes;
     size_t done;
+    uint64_t control = 0;   ///< non-zero: a handshake word alone (kind; the counts are in `word`), no data
+    uint64_t word[2] = {};  ///< the control word's counts: this side's messages sent, received (when queued)
   };
   struct PendingRecv {
     size_t bytes;
@@ -156,6 +168,12 @@ class ShmChannel final : public Channel {
   void checkPeer(bool force);
   void checkPeerWhilePolling();
   [[noreturn]] void peerGone(const std::string& why) const;
+  // Close handshake (shm_close.cc).
+  void publishControl(const PendingSend& s, SlotInfo& info);
+  void queueControl(uint64_t kind);
+  void onControl(const SlotInfo& info, bool idle, bool inUse);
+  void flushControl();
+  bool takeControl(bool idle, bool inUse);
 
   boot::RankInfo self_;
   boot::RankInfo peer_;
@@ -169,7 +187,12 @@ class ShmChannel final : public Channel {
   std::deque<PendingSend> sends_;
   std::deque<PendingRecv> recvs_;
   std::chrono::steady_clock::time_point nextCheck_;
-  uint32_t idlePolls_ = 0;  ///< idle progress calls; the peer's liveness is checked every 256th
+  uint32_t idlePolls_ = 0;   ///< idle progress calls; the peer's liveness is checked every 256th
+  uint64_t sendPosted_ = 0;  ///< messages posted for sending so far (empty ones are not messages)
+  uint64_t recvDone_ = 0;    ///< messages received completely so far
+  Link link_ = Link::Open;
+  int owed_ = 0;           ///< answers this side awaits to its close requests (0 or 1)
+  size_t ctrlQueued_ = 0;  ///< handshake words queued in sends_, not yet published
 };
 
 }  // namespace hoccl::transport::shm

@@ -90,6 +90,15 @@ int createSharedFile(const std::string& name, size_t bytes, const std::string& a
   return fd;
 }
 
+void closeSharedFile(const std::string& name, int fd) {
+  {
+    std::lock_guard<std::mutex> lock(ownMutex);
+    auto it = ownFiles().find(bare(name));
+    if (it != ownFiles().end() && it->second == fd) ownFiles().erase(it);
+  }
+  close(fd);
+}
+
 bool sharedFileExists(int pid, const std::string& name) { return findFile(pid, name) >= 0; }
 
 int openSharedFile(int pid, const std::string& name, const std::string& what) {

@@ -13,6 +13,9 @@ namespace hoccl::transport::shm {
 /// bytes. Throws InvalidUsage when this process already holds one of that name (two communicators must never share
 /// one), SystemError with `advice` when the file cannot be made or sized. The caller owns the descriptor.
 int createSharedFile(const std::string& name, size_t bytes, const std::string& advice);
+/// Closes `fd`, the descriptor createSharedFile returned for `name`, and forgets it: a file is gone (once unmapped
+/// everywhere) when its creator closes it.
+void closeSharedFile(const std::string& name, int fd);
 /// Whether process `pid` holds the shared file `name` now (lazy connections poll it before openSharedFile).
 bool sharedFileExists(int pid, const std::string& name);
 /// Opens the shared file `name` that process `pid` created and still holds open. Throws SystemError naming the

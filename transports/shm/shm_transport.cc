@@ -13,6 +13,8 @@
 // Lazy connections (connectPeers, not collective): step 1 for the peers a call needs, then step 3 polling for each
 // peer's segment (it appears once that peer reaches the same call), with the deadline of HOCCL_TIMEOUT, the
 // communicator's recorded failure and the peer's process checked while waiting; no step 4 (see shm_transport.h).
+// HOCCL_MAX_CONNS may close an idle channel (both sides agree: shm_close.cc), which unmaps its segments and closes
+// the files; the pair's next lazy connection makes new segments under names of their own (segmentName's connection).
 #include "transports/shm/shm_transport.h"
 
 #include <unistd.h>
@@ -71,8 +73,9 @@ std::string ShmTransport::namePrefix(const std::string& jobTag) {
   return "/hoccl-" + tag;
 }
 
-std::string ShmTransport::segmentName(const std::string& jobTag, int from, int to) {
-  return fmt::format("{}-{}-{}", namePrefix(jobTag), from, to);
+std::string ShmTransport::segmentName(const std::string& jobTag, int from, int to, uint64_t connection) {
+  if (connection == 0) return fmt::format("{}-{}-{}", namePrefix(jobTag), from, to);
+  return fmt::format("{}-{}-{}.{}", namePrefix(jobTag), from, to, connection);
 }
 
 void ShmTransport::requireSameHost(const ConnectContext& ctx, const std::vector<int>& peers) const {
@@ -138,7 +141,10 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connectPeers(const Connect
                                                                    const std::vector<int>& peers) {
   requireSameHost(ctx, peers);
   std::map<int, std::unique_ptr<Segment>> out, in;
-  for (int p : peers) out[p] = Segment::create(segmentName(ctx.jobTag, ctx.rank, p), slotBytes_, slots_, ctx.rank, p);
+  std::map<int, uint64_t> connection;
+  for (int p : peers) connection[p] = connections_[p];
+  for (int p : peers)
+    out[p] = Segment::create(segmentName(ctx.jobTag, ctx.rank, p, connection[p]), slotBytes_, slots_, ctx.rank, p);
   const net::Deadline deadline = net::defaultDeadline();
   auto pause = std::chrono::microseconds(20);
   size_t missing = peers.size();
@@ -146,7 +152,7 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connectPeers(const Connect
     bool found = false;
     for (int p : peers) {
       if (in[p]) continue;
-      const std::string name = segmentName(ctx.jobTag, p, ctx.rank);
+      const std::string name = segmentName(ctx.jobTag, p, ctx.rank, connection[p]);
       const boot::RankInfo& peer = ctx.peers.at(p);
       if (!segmentReady(peer.pid, name, p, ctx.rank)) continue;
       in[p] = Segment::open(name, peer.pid, p, ctx.rank);
@@ -173,6 +179,7 @@ std::map<int, std::unique_ptr<Channel>> ShmTransport::connectPeers(const Connect
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(5000));
   }
+  for (int p : peers) ++connections_[p];  // only once connected: a failed connect leaves the communicator broken
   auto channels = makeChannels(ctx, peers, out, in);
   HOCCL_INFO(kShm, "shm: rank {} connected lazily to {} more peer(s)", ctx.rank, peers.size());
   return channels;

@@ -34,9 +34,13 @@ class ShmTransport final : public Transport {
   std::map<int, std::unique_ptr<Channel>> connect(const ConnectContext& ctx, const std::vector<int>& peers) override;
   /// Lazy connections are supported (nothing to publish at init: the segments' names are known).
   bool connectsLazily() const override { return true; }
+  /// Yes: an idle channel can be closed (HOCCL_MAX_CONNS, shm_close.cc), its segments unmapped and freed, and
+  /// connected again by connectPeers.
+  bool closesIdle() const override { return true; }
   /// Creates this rank's outgoing segment to every peer, then waits for and maps each peer's segment to this rank.
   /// Each creator keeps its file open for the channel's lifetime (it cannot tell when the peer has opened it), so
-  /// a lazily connected peer costs one descriptor. See transport.h.
+  /// a lazily connected peer costs one descriptor. The k-th connection of a pair (k counted from 0 on both sides:
+  /// every close is agreed by both) uses segments of its own (segmentName's `connection`). See transport.h.
   std::map<int, std::unique_ptr<Channel>> connectPeers(const ConnectContext& ctx,
                                                        const std::vector<int>& peers) override;
   /// When this transport reaches every peer and HOCCL_SMALL_MAX_BYTES > 0: maps the communicator's arena
@@ -48,8 +52,9 @@ class ShmTransport final : public Transport {
   std::unique_ptr<HostLevel> hostLevel(const ShortcutContext& ctx, const std::vector<int>& peers,
                                        bool reachesAll) override;
 
-  /// The name of the shared file (shm_file.h) carrying data from rank `from` to rank `to` of the job `jobTag`.
-  static std::string segmentName(const std::string& jobTag, int from, int to);
+  /// The name of the shared file (shm_file.h) carrying data from rank `from` to rank `to` of the job `jobTag`, for
+  /// the pair's `connection`-th connection (0: the first; later ones after HOCCL_MAX_CONNS closed the earlier).
+  static std::string segmentName(const std::string& jobTag, int from, int to, uint64_t connection = 0);
   /// "/hoccl-<job tag>": the start of every shared-file name of the job `jobTag` (the small-message arena adds
   /// "-arena"); the leading '/' is dropped in the file's name.
   static std::string namePrefix(const std::string& jobTag);
@@ -65,6 +70,7 @@ class ShmTransport final : public Transport {
 
   uint32_t slotBytes_;
   uint32_t slots_;
+  std::map<int, uint64_t> connections_;  ///< per peer: lazy connections made so far (closed ones included)
 };
 
 }  // namespace hoccl::transport::shm
