@@ -97,16 +97,21 @@ class Shortcut {
   virtual void releasePeerMemory() {}
 };
 
-/// One element range [off, off + len) of a buffer.
-struct ElemRange {
-  size_t off = 0;  ///< first element
-  size_t len = 0;  ///< elements
+/// One piece of a rank's host-level share: `len` elements at element offset `off` of the host ranks' buffers (the
+/// inputs it reduces from; the outputs it writes to), held at element offset `work` of this rank's working buffer
+/// (all-reduce: its output, with work == off; reduce-scatter and all-gather: the schedule's scratch).
+struct HostPiece {
+  size_t off = 0;   ///< first element in the host ranks' input (reduction) or output (gather)
+  size_t work = 0;  ///< first element in this rank's working buffer
+  size_t len = 0;   ///< elements
 };
 
-/// The host level of one hierarchical all-reduce (HO-Ring's level 0) on this rank, run by a transport instead of
-/// ring steps. Protocol: agree() until true (every rank of the host published its buffers and made the same call);
-/// then, when mapped(), reduceScatter() once, the algorithm's inter-host steps on this rank's ranges, and
-/// allGather() until true; when not mapped(), the algorithm runs its own host-level steps and the op is done.
+/// The host level of one hierarchical collective (HO-Ring's level 0: all-reduce, reduce-scatter or all-gather) on
+/// this rank, run by a transport instead of ring steps. Protocol: agree() until true (every rank of the host
+/// published its buffers and made the same call); then, when mapped(), reduceScatter(work) once (all-reduce and
+/// reduce-scatter), the algorithm's inter-host steps on this rank's pieces, and allGather(work) until true (every
+/// collective: it ends with the closing round); when not mapped(), the algorithm runs its own host-level steps and
+/// the op is done.
 class HostLevelOp {
  public:
   virtual ~HostLevelOp() = default;
@@ -114,20 +119,22 @@ class HostLevelOp {
   /// call: true then. Throws hocclRemoteError naming a dead peer, hocclTimeout naming a silent one (HOCCL_TIMEOUT),
   /// hocclInvalidUsage on a mismatch or an abort.
   virtual bool agree() = 0;
-  /// After agree(): true when every rank of the host registered both its buffers in memory the others can map, so
-  /// that this rank reads their inputs and writes their outputs directly. The same answer on every rank of the host.
+  /// After agree(): true when every rank of the host registered the buffers the others touch (all-reduce: input and
+  /// output; reduce-scatter: input; all-gather: output) in memory the others can map. The same answer on every rank
+  /// of the host.
   virtual bool mapped() const = 0;
-  /// mapped(): reduces this rank's ranges from every host rank's input (its own first) into its own output.
-  virtual void reduceScatter() = 0;
-  /// mapped(), after the inter-host steps: copies this rank's ranges of its output into every host rank's output
-  /// (once), then waits (never blocks) until every host rank has done the same: true then, and no peer touches this
-  /// rank's buffers any more. Throws like agree().
-  virtual bool allGather() = 0;
+  /// mapped(), all-reduce and reduce-scatter: reduces each piece from every host rank's input at piece.off (its
+  /// own first) into `work` (this rank's working buffer) at piece.work.
+  virtual void reduceScatter(char* work) = 0;
+  /// mapped(), after the inter-host steps: all-reduce and all-gather copy each piece from `work` at piece.work into
+  /// every host rank's output at piece.off (once; not onto itself); then it waits (never blocks) until every host
+  /// rank has done the same: true then, and no peer touches this rank's buffers any more. Throws like agree().
+  virtual bool allGather(const char* work) = 0;
   /// The peers it waits for now, for messages ("nobody" when none).
   virtual std::string missing() const = 0;
 };
 
-/// A transport's way to run the host level of a hierarchical all-reduce among the ranks of this host (the shm
+/// A transport's way to run the host level of a hierarchical collective (all-reduce, reduce-scatter, all-gather) among the ranks of this host (the shm
 /// transport: through mappings of the buffers registered on every rank of the host).
 class HostLevel {
  public:
@@ -138,8 +145,9 @@ class HostLevel {
   virtual const std::vector<int>& ranks() const = 0;
   /// Whether it takes part in `call` (collective, op, memory kinds, size). The same answer on every rank of the host.
   virtual bool canRun(const CollCall& call) const = 0;
-  /// Starts the host level of `call`; `mine`: the element ranges this rank reduces and hands out (inside the count).
-  virtual std::unique_ptr<HostLevelOp> start(const CollCall& call, std::vector<ElemRange> mine) = 0;
+  /// Starts the host level of `call`; `mine`: the pieces this rank reduces and hands out (inside the buffers of
+  /// `call`: inputBytes / outputBytes on every rank).
+  virtual std::unique_ptr<HostLevelOp> start(const CollCall& call, std::vector<HostPiece> mine) = 0;
   /// Calls whose host level ran through mappings so far (tests check that the mapped path ran).
   virtual uint64_t mappedCalls() const = 0;
   /// See Shortcut::releasePeerMemory.

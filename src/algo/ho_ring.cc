@@ -30,12 +30,21 @@
 // the global step). Steps left empty on a rank are dropped. In steady state one step carries chunk k across the
 // switches while chunk k+1 is reduced inside hosts and chunk k-1 is gathered back.
 //
-// Host level on mapped memory (hoRingScheduleAboveHost): when every rank of a host registered its all-reduce
-// buffers, the transport's host level (transports/shortcut.h) reduces each rank's level-0 part of every chunk
-// straight from its host peers' inputs before the first step, and copies it into their outputs after the last;
-// the schedule is then the same one without level 0's slots. Dropping those slots shifts every chunk's remaining
-// slots by the same amount, so each channel between hosts still carries its messages in the same order, and the
-// induction above still holds on the global steps of the full schedule (the dropped steps are empty on this rank).
+// Host level on mapped memory (hoRingScheduleAboveHost): when every rank of a host registered the buffers its host
+// peers touch, the transport's host level (transports/shortcut.h) does level 0 without slots:
+//   - all-reduce: before the first step, each rank reduces its level-0 part of every chunk straight from its host
+//     peers' inputs into its output; after the last, it copies that part into their outputs;
+//   - reduce-scatter: before the first step, each rank reduces its level-0 part of every chunk of W straight from
+//     the host peers' inputs (each piece from where its block lies in them) into W, replacing copy-in and level 0;
+//   - all-gather: after the last step (W's level-0 part of every chunk complete), each rank copies that part from W
+//     into every host rank's output, its own included, replacing level 0 and copy-out.
+// The schedule is the same one without those slots. Dropping them shifts every chunk's remaining slots by the same
+// amount (copy-in and level 0's reduce-scatter lead every chunk; level 0's all-gather and copy-out end it), so each
+// channel between hosts still carries its messages in the same order, and the induction above still holds on the
+// global steps of the full schedule (the dropped steps are empty on this rank). Level-0 part x_0 of a chunk of W is
+// the virtual blocks x_0 * m .. (x_0 + 1) * m - 1 (m = n / n_0): the blocks of this rank and of the ranks in its
+// place on the other hosts, never a host peer's own block, so an in-place host peer's output is never read (RS)
+// nor its input written (AG) by the others.
 #include "algo/ho_ring.h"
 
 #include <algorithm>
@@ -175,16 +184,33 @@ sched::Schedule generate(const sched::CollArgs& args, const topo::Topology& topo
 
 HoRingHostSplit hoRingHostSplit(const sched::CollArgs& args, const topo::Topology& topo) {
   HoRingHostSplit split;
-  if (args.coll != Coll::AllReduce || args.count == 0 || !hoRingApplicable(args, topo) || args.nranks < 2) return split;
+  if (args.count == 0 || !hoRingApplicable(args, topo) || args.nranks < 2) return split;
   topo::Hierarchy h = topo::hierarchy(topo);
   if (h.levels() < 2 || h.sizes[0] < 2) return split;
   for (int x = 0; x < h.sizes[0]; ++x) split.ring.push_back(h.neighbour(args.rank, 0, x));
   std::sort(split.ring.begin(), split.ring.end());
-  const size_t k = chunksOf(args, args.count);
+  const bool ar = args.coll == Coll::AllReduce;
+  const size_t n = static_cast<size_t>(args.nranks), c = args.count, workElems = ar ? c : c * n;
+  const size_t k = chunksOf(args, workElems);
+  // RS/AG: which rank's block sits at each virtual place of a chunk.
+  const std::vector<size_t> v = virtualBlocks(h);
+  std::vector<size_t> owner(n);
+  for (size_t r = 0; r < n; ++r) owner[v[r]] = r;
   for (size_t ki = 0; ki < k; ++ki) {
-    Range chunk = part({0, args.count}, static_cast<int>(k), static_cast<int>(ki));
-    Range r = part(chunk, h.sizes[0], h.coord[args.rank][0]);
-    if (r.len) split.mine.emplace_back(r.off, r.len);
+    const Range slice = part({0, ar ? workElems : c}, static_cast<int>(k), static_cast<int>(ki));
+    const Range chunk = ar ? slice : Range{slice.off * n, slice.len * n};
+    const Range r = part(chunk, h.sizes[0], h.coord[args.rank][0]);
+    if (ar) {
+      if (r.len) split.mine.push_back({r.off, r.off, r.len});
+      continue;
+    }
+    // Cut the part where its blocks change owner: place w of the chunk is element e of block b.
+    for (size_t w = r.off; w < r.off + r.len;) {
+      const size_t b = (w - chunk.off) / slice.len, e = (w - chunk.off) % slice.len;
+      const size_t len = std::min(r.off + r.len - w, slice.len - e);
+      split.mine.push_back({owner[b] * c + slice.off + e, w, len});
+      w += len;
+    }
   }
   split.applicable = true;
   return split;
@@ -225,7 +251,7 @@ sched::Schedule generate(const sched::CollArgs& args, const topo::Topology& topo
     Range chunk = ar ? slice : Range{slice.off * n, slice.len * n};
     auto& slots = chunks[ki];
     if (slice.len == 0) continue;
-    if (args.coll == Coll::ReduceScatter) {
+    if (args.coll == Coll::ReduceScatter && !cx.skipHost) {  // skipHost: the host level reduces into W
       Slot in;
       for (size_t r = 0; r < n; ++r)
         in.push_back(sched::copy(sched::kInput, r * c + slice.off, cx.work, chunk.off + v[r] * slice.len, slice.len));
@@ -241,7 +267,7 @@ sched::Schedule generate(const sched::CollArgs& args, const topo::Topology& topo
     if (args.coll == Coll::ReduceScatter) {
       slots.push_back(
           {sched::copy(cx.work, chunk.off + v[args.rank] * slice.len, sched::kOutput, slice.off, slice.len)});
-    } else if (args.coll == Coll::AllGather) {
+    } else if (args.coll == Coll::AllGather && !cx.skipHost) {  // skipHost: the host level writes the outputs
       Slot out;
       for (size_t r = 0; r < n; ++r)
         out.push_back(sched::copy(cx.work, chunk.off + v[r] * slice.len, sched::kOutput, r * c + slice.off, slice.len));

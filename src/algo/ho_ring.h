@@ -17,20 +17,31 @@ bool hoRingApplicable(const sched::CollArgs& args, const topo::Topology& topo);
 /// The HO-Ring schedule of args.rank. Throws InvalidArgument when not applicable.
 sched::Schedule hoRingSchedule(const sched::CollArgs& args, const topo::Topology& topo);
 
-/// HO-Ring all-reduce with its level 0 (the ranks of a host) run by someone else, the transport's host level
-/// (transports/shortcut.h: HostLevel): which ranks form this rank's level-0 ring and which element ranges this rank
-/// holds after the level-0 reduce-scatter (one per chunk, the ranges the upper levels then work on).
+/// HO-Ring with its level 0 (the ranks of a host) run by someone else, the transport's host level
+/// (transports/shortcut.h: HostLevel): which ranks form this rank's level-0 ring and which pieces this rank holds
+/// after the level-0 reduce-scatter (all-reduce: one range of the output per chunk, the ranges the upper levels then
+/// work on; reduce-scatter and all-gather: the level-0 part of every chunk of the scratch, cut where its blocks
+/// change owner, each with its place in the host ranks' input or output).
 struct HoRingHostSplit {
-  bool applicable = false;  ///< all-reduce of at least one element, at least two levels, level 0 of >= 2 ranks
+  /// One piece: `len` elements at `off` of the host ranks' input (reduce-scatter) or output (all-gather), or of
+  /// the output (all-reduce), held at `work` of this rank's working buffer (scratch; all-reduce: the output).
+  struct Piece {
+    size_t off = 0;   ///< elements into the host ranks' buffers
+    size_t work = 0;  ///< elements into this rank's working buffer
+    size_t len = 0;   ///< elements
+  };
+  bool applicable = false;  ///< at least one element, at least two levels, level 0 of >= 2 ranks
   std::vector<int> ring;    ///< the ranks of this rank's level-0 ring, ascending
-  std::vector<std::pair<size_t, size_t>> mine;  ///< (offset, length) in elements, one per non-empty chunk
+  std::vector<Piece> mine;  ///< in chunk order, none empty
 };
 /// See HoRingHostSplit. Uses the same chunking as hoRingSchedule for the same args.
 HoRingHostSplit hoRingHostSplit(const sched::CollArgs& args, const topo::Topology& topo);
-/// hoRingSchedule without the steps of level 0 (all-reduce only, split applicable): the upper levels start from
-/// the output, where the host level left this rank's ranges reduced over the host, and leave the output's other
-/// ranges for the host level to fill. Every message between hosts keeps its place in the order of hoRingSchedule,
-/// so a host that runs level 0 this way and one that runs the ring steps can meet (InvalidArgument otherwise).
+/// hoRingSchedule without the steps of level 0 (split applicable): all-reduce's upper levels start from the output,
+/// where the host level left this rank's ranges reduced over the host, and leave the output's other ranges for the
+/// host level to fill; reduce-scatter's start from the scratch the host level reduced (no copy-in); all-gather's end
+/// in the scratch, from which the host level writes every host rank's output (no copy-out). Every message between
+/// hosts keeps its place in the order of hoRingSchedule, so a host that runs level 0 this way and one that runs the
+/// ring steps can meet (InvalidArgument when not applicable).
 sched::Schedule hoRingScheduleAboveHost(const sched::CollArgs& args, const topo::Topology& topo);
 
 /// The number of pipeline chunks HO-Ring uses for a working buffer of `elems` elements over `nranks` ranks when

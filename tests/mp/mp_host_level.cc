@@ -7,7 +7,12 @@
 // through the mappings: it must have on every host whose ranks all registered, and must not have on a host where
 // one rank (--unregistered R: rank R uses ordinary memory) did not, which falls back to HO-Ring's ring steps.
 //
-// Usage: mp_host_level --hosts H --per-host P [--unregistered R]
+// --coll reducescatter / allgather run the same matrix for those collectives (all-gather once per type: it has no
+// op), each checked against the reference: reduce-scatter's block of this rank reduced over every rank's input,
+// all-gather's every rank's input in rank order; in place means recvbuff = sendbuff + rank * count (reduce-scatter)
+// and sendbuff = recvbuff + rank * count (all-gather).
+//
+// Usage: mp_host_level --hosts H --per-host P [--unregistered R] [--coll allreduce|reducescatter|allgather]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -35,10 +40,24 @@ uint64_t mappedCalls(hocclComm_t comm) {
   return h ? h->mappedCalls() : 0;
 }
 
-// One all-reduce; returns the number of failures.
+enum class Which { AllReduce, ReduceScatter, AllGather };
+Which gColl = Which::AllReduce;
+
+const char* collName(Which c) {
+  return c == Which::AllReduce ? "AllReduce" : c == Which::ReduceScatter ? "ReduceScatter" : "AllGather";
+}
+
+// One collective of the kind --coll names; returns the number of failures. `count` is the C API's count: all-reduce's
+// elements, reduce-scatter's output block, all-gather's input block.
 int runOne(hocclComm_t comm, int rank, int n, size_t count, hocclDataType_t dt, hocclRedOp_t op, bool inPlace,
            uint64_t seed, bool hostRegistered) {
-  const size_t elem = kernels::typeSize(dt), bytes = std::max<size_t>(count * elem, 1);
+  const size_t elem = kernels::typeSize(dt), un = static_cast<size_t>(n);
+  const size_t inCount = gColl == Which::ReduceScatter ? count * un : count;
+  const size_t outCount = gColl == Which::AllGather ? count * un : count;
+  // In place, one buffer of the larger size: the input (reduce-scatter) or output (all-gather) in full, the other
+  // at this rank's block of it.
+  const size_t bigBytes = std::max<size_t>(std::max(inCount, outCount) * elem, 1);
+  const size_t inBytes = std::max<size_t>(inCount * elem, 1), outBytes = std::max<size_t>(outCount * elem, 1);
   const bool registerHere = rank != gUnregistered;
   const double scalar = 2;
   hocclRedOp_t realOp = op;
@@ -47,29 +66,42 @@ int runOne(hocclComm_t comm, int rank, int n, size_t count, hocclDataType_t dt, 
   if (op == kPreMulSum)
     MP_CHECK(rank, hocclRedOpCreatePreMulSum(&realOp, scalarBytes.data(), dt, hocclScalarHostImmediate, comm));
   // A PreMulSum's values are scaled by the scalar on every rank; the reference scales them too.
-  std::vector<double> input = makeInput(seed, rank, count, dt, op == kPreMulSum ? hocclSum : op);
-  void* a = nullptr;
-  void* b = nullptr;
+  const hocclRedOp_t base = op == kPreMulSum ? hocclSum : op;
+  std::vector<double> input = makeInput(seed, rank, inCount, dt, base);
+  void* a = nullptr;  // the input, or in place the one buffer
+  void* b = nullptr;  // the output (out of place)
   void* ha = nullptr;
   void* hb = nullptr;
-  std::vector<char> plainA(bytes), plainB(bytes);
+  std::vector<char> plainA(inPlace ? bigBytes : inBytes), plainB(outBytes);
+  const size_t aBytes = inPlace ? bigBytes : inBytes;
   if (registerHere) {
-    MP_CHECK(rank, hocclMemAlloc(&a, bytes));
-    MP_CHECK(rank, hocclCommRegister(comm, a, bytes, &ha));
+    MP_CHECK(rank, hocclMemAlloc(&a, aBytes));
+    MP_CHECK(rank, hocclCommRegister(comm, a, aBytes, &ha));
     if (!inPlace) {
-      MP_CHECK(rank, hocclMemAlloc(&b, bytes));
-      MP_CHECK(rank, hocclCommRegister(comm, b, bytes, &hb));
+      MP_CHECK(rank, hocclMemAlloc(&b, outBytes));
+      MP_CHECK(rank, hocclCommRegister(comm, b, outBytes, &hb));
     }
   } else {
     a = plainA.data();
     b = plainB.data();
   }
-  if (inPlace) b = a;
-  store(input, a, dt);
+  void* send = a;
+  void* recv = b;
+  if (inPlace) {
+    const size_t block = static_cast<size_t>(rank) * count * elem;
+    send = gColl == Which::AllGather ? static_cast<char*>(a) + block : a;
+    recv = gColl == Which::ReduceScatter ? static_cast<char*>(a) + block : a;
+  }
+  store(input, send, dt);
   const uint64_t before = mappedCalls(comm);
-  hocclResult_t rc = hocclAllReduce(a, b, count, dt, realOp, comm, nullptr);
+  hocclResult_t rc = hocclInternalError;
+  switch (gColl) {
+    case Which::AllReduce: rc = hocclAllReduce(send, recv, count, dt, realOp, comm, nullptr); break;
+    case Which::ReduceScatter: rc = hocclReduceScatter(send, recv, count, dt, realOp, comm, nullptr); break;
+    case Which::AllGather: rc = hocclAllGather(send, recv, count, dt, comm, nullptr); break;
+  }
   const uint64_t ran = mappedCalls(comm) - before;
-  std::vector<double> got = rc == hocclSuccess ? load(b, count, dt) : std::vector<double>();
+  std::vector<double> got = rc == hocclSuccess ? load(recv, outCount, dt) : std::vector<double>();
   if (op == kPreMulSum) hocclRedOpDestroy(realOp, comm);
   if (registerHere) {
     MP_CHECK(rank, hocclCommDeregister(comm, ha));
@@ -79,35 +111,49 @@ int runOne(hocclComm_t comm, int rank, int n, size_t count, hocclDataType_t dt, 
       MP_CHECK(rank, hocclMemFree(b));
     }
   }
-  const std::string what = "AllReduce count=" + std::to_string(count) + " type=" + kernels::typeName(dt) +
-                           " op=" + (op == kPreMulSum ? "premulsum" : std::to_string(op)) +
+  const std::string what = std::string(collName(gColl)) + " count=" + std::to_string(count) +
+                           " type=" + kernels::typeName(dt) +
+                           (gColl == Which::AllGather
+                                ? ""
+                                : " op=" + (op == kPreMulSum ? std::string("premulsum") : std::to_string(op))) +
                            (inPlace ? " in-place" : " out-of-place");
   if (rc != hocclSuccess) return fail(rank, what + ": " + hocclGetErrorString(rc) + ": " + hocclGetLastError(nullptr));
-  // PreMulSum scales the input into scratch, which no peer can map: it always takes the ring steps.
-  const uint64_t expected = hostRegistered && op != kPreMulSum ? 1 : 0;
+  // PreMulSum scales the input into scratch, which no peer can map: it always takes the ring steps. A zero count
+  // moves nothing.
+  const uint64_t expected = hostRegistered && op != kPreMulSum && count > 0 ? 1 : 0;
   if (ran != expected)
     return fail(rank,
                 what + ": the host level ran through mappings " + std::to_string(ran) + " time(s), expected " +
                     std::to_string(expected) +
                     (expected ? " (every rank of this host registered)" : " (a rank of this host did not register)"));
-  // The reference: every rank's input regenerated, reduced in double precision.
-  const hocclRedOp_t base = op == kPreMulSum ? hocclSum : op;
-  std::vector<double> acc;
-  for (int r = 0; r < n; ++r) {
-    std::vector<double> in = makeInput(seed, r, count, dt, base);
-    if (op == kPreMulSum)
-      for (double& x : in) x *= scalar;
-    if (r == 0) acc = in;
-    else
-      for (size_t i = 0; i < count; ++i) acc[i] = combine(acc[i], in[i], base);
+  // The reference: every rank's input regenerated, combined in double precision.
+  std::vector<double> expect(outCount);
+  if (gColl == Which::AllGather) {
+    for (int r = 0; r < n; ++r) {
+      const std::vector<double> in = makeInput(seed, r, inCount, dt, base);
+      std::copy(in.begin(), in.end(), expect.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r) * count));
+    }
+  } else {
+    const size_t from = gColl == Which::ReduceScatter ? static_cast<size_t>(rank) * count : 0;
+    std::vector<double> acc;
+    for (int r = 0; r < n; ++r) {
+      std::vector<double> in = makeInput(seed, r, inCount, dt, base);
+      if (op == kPreMulSum)
+        for (double& x : in) x *= scalar;
+      if (r == 0)
+        acc.assign(in.begin() + static_cast<std::ptrdiff_t>(from),
+                   in.begin() + static_cast<std::ptrdiff_t>(from + count));
+      else
+        for (size_t i = 0; i < count; ++i) acc[i] = combine(acc[i], in[from + i], base);
+    }
+    for (size_t i = 0; i < count; ++i) expect[i] = finish(acc[i], n, base, dt);
   }
   int bad = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const double expect = finish(acc[i], n, base, dt);
-    if (close(got[i], expect, dt, base)) continue;
+  for (size_t i = 0; i < outCount; ++i) {
+    if (close(got[i], expect[i], dt, base)) continue;
     if (bad++ == 0)
       fail(rank, what + ": element " + std::to_string(i) + " is " + std::to_string(got[i]) + ", expected " +
-                     std::to_string(expect));
+                     std::to_string(expect[i]));
   }
   return bad;
 }
@@ -121,16 +167,20 @@ int body(int rank, int n, const hocclUniqueId& id) {
   const bool hostRegistered = gUnregistered < 0 || gUnregistered / gPerHost != host;
   int bad = 0;
   uint64_t seed = 11;
-  const size_t counts[] = {1, 2, 7, 1001, 65537};
+  const size_t counts[] = {0, 1, 2, 7, 1001, 65537};
   for (int t = 0; t < hocclNumTypes; ++t) {
     const auto dt = static_cast<hocclDataType_t>(t);
-    for (hocclRedOp_t op : {hocclSum, hocclProd, hocclMax, hocclMin, hocclAvg, kPreMulSum})
+    for (hocclRedOp_t op : {hocclSum, hocclProd, hocclMax, hocclMin, hocclAvg, kPreMulSum}) {
+      if (gColl == Which::AllGather && op != hocclSum) continue;  // no op: once per type
       for (size_t count : counts)
         for (bool inPlace : {false, true}) bad += runOne(comm, rank, n, count, dt, op, inPlace, seed++, hostRegistered);
+    }
   }
-  // Large and odd: many pipeline chunks, each rank's range in every one of them.
+  // Large and odd: many pipeline chunks, each rank's range in every one of them (the same total bytes for every
+  // collective).
+  const size_t large = ((size_t{4} << 20) + 3) / (gColl == Which::AllReduce ? 1 : static_cast<size_t>(n)) | 1;
   for (bool inPlace : {false, true})
-    bad += runOne(comm, rank, n, (size_t{4} << 20) + 3, hocclFloat, hocclSum, inPlace, seed++, hostRegistered);
+    bad += runOne(comm, rank, n, large, hocclFloat, hocclSum, inPlace, seed++, hostRegistered);
   MP_CHECK(rank, hocclCommDestroy(comm));
   if (bad) std::fprintf(stderr, "rank %d: %d wrong result(s)\n", rank, bad);
   return bad ? 1 : 0;
@@ -144,8 +194,14 @@ int main(int argc, char** argv) {
     if (a == "--hosts" && i + 1 < argc) gHosts = std::atoi(argv[++i]);
     else if (a == "--per-host" && i + 1 < argc) gPerHost = std::atoi(argv[++i]);
     else if (a == "--unregistered" && i + 1 < argc) gUnregistered = std::atoi(argv[++i]);
+    else if (a == "--coll" && i + 1 < argc && std::string(argv[i + 1]) == "allreduce") gColl = Which::AllReduce, ++i;
+    else if (a == "--coll" && i + 1 < argc && std::string(argv[i + 1]) == "reducescatter")
+      gColl = Which::ReduceScatter, ++i;
+    else if (a == "--coll" && i + 1 < argc && std::string(argv[i + 1]) == "allgather") gColl = Which::AllGather, ++i;
     else {
-      std::fprintf(stderr, "usage: mp_host_level --hosts H --per-host P [--unregistered R]\n");
+      std::fprintf(stderr,
+                   "usage: mp_host_level --hosts H --per-host P [--unregistered R] "
+                   "[--coll allreduce|reducescatter|allgather]\n");
       return 2;
     }
   }

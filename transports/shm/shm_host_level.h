@@ -1,13 +1,14 @@
 /// @file shm_host_level.h
-/// The shm transport's host level of hierarchical all-reduce (transports/shortcut.h: HostLevel) on a communicator
+/// The shm transport's host level of hierarchical all-reduce, reduce-scatter and all-gather (transports/shortcut.h: HostLevel) on a communicator
 /// that spans hosts: the ranks of one host meet in an arena of their own (Arena::openGroup, made at init without the
 /// other hosts), swap their buffers' addresses, sizes and registrations in it for every call, and, when every one of
-/// them registered both buffers (hocclMemAlloc memory, hocclCommRegister), read the host peers' inputs and write
+/// them registered the buffers the others touch (hocclMemAlloc memory, hocclCommRegister), read the host peers' inputs and write
 /// their outputs through mappings (shm_peer_maps.h, cached per peer and block) instead of HO-Ring's ring steps over
 /// the slots. See shm_host_level.cc for the protocol.
 ///
-/// Operating range: all-reduce with a built-in op on host memory, from HOCCL_CMA_MIN_BYTES when set (0 turns the
-/// host level off), else from 256 KiB (below that the extra hand-off per call costs more than it saves).
+/// Operating range: all-reduce and reduce-scatter with a built-in op, and all-gather, on host memory, from
+/// HOCCL_CMA_MIN_BYTES when set (0 turns the host level off), else from 256 KiB of the larger buffer (below that the
+/// extra hand-off per call costs more than it saves).
 #pragma once
 
 #include <memory>
@@ -32,7 +33,7 @@ class ShmHostLevel final : public HostLevel {
   /// See the operating range above.
   bool canRun(const CollCall& call) const override;
   /// Starts the host level of `call`; nothing happens until agree().
-  std::unique_ptr<HostLevelOp> start(const CollCall& call, std::vector<ElemRange> mine) override;
+  std::unique_ptr<HostLevelOp> start(const CollCall& call, std::vector<HostPiece> mine) override;
   /// Calls whose host level ran through mappings.
   uint64_t mappedCalls() const override { return mappedCalls_; }
   /// Unmaps the host peers' registered buffers held in the cache.
