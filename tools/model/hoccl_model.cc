@@ -204,7 +204,8 @@ int predictCommand(const PredictOptions& o) {
     for (const algo::Algorithm* a : algo::candidates(args, t)) {
       auto start = std::chrono::steady_clock::now();
       sched::CollArgs priced = args;
-      if (!params::CHUNK_SIZE.isSet()) priced.chunkCount = algo::tune(args, t, 4, {a}, &model, true).chunkCount;
+      if (!params::CHUNK_SIZE.isSet() && algo::chunkMatters(*a, coll))
+        priced.chunkCount = algo::tune(args, t, 4, {a}, &model, true).chunkCount;
       topo::Prediction p = algo::predict(*a, priced, t, 4, model);
       double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       double busbw = p.seconds > 0 ? static_cast<double>(bytes) * busFactor(coll, t.nranks) / p.seconds / 1e9 : 0;

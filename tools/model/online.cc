@@ -362,7 +362,8 @@ int validate(const ValidateOptions& o) {
     for (const algo::Algorithm* a : algo::candidates(args, t)) {
       if (forced && *forced && algo::byName(forced).name != std::string(a->name)) continue;
       sched::CollArgs priced = args;
-      if (!params::CHUNK_SIZE.isSet()) priced.chunkCount = algo::tune(args, t, 4, {a}, &runModel, true).chunkCount;
+      if (!params::CHUNK_SIZE.isSet() && algo::chunkMatters(*a, coll))
+        priced.chunkCount = algo::tune(args, t, 4, {a}, &runModel, true).chunkCount;
       double s = algo::predict(*a, priced, t, 4, model).seconds;
       if (!alg || s < predicted * 0.99) {
         alg = a, predicted = s;
