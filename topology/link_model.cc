@@ -64,7 +64,8 @@ std::string LinkModel::describe() const {
   std::string out;
   for (int c = 0; c < hocclNumLinkClasses; ++c)
     out += fmt::format("{}{} {:.2f} GB/s {:.1f} us", c ? ", " : "", linkClassName(static_cast<hocclLinkClass_t>(c)),
-                       beta[c] / 1e9, alpha[c] * 1e6);
+                       beta[c] / 1e9, alpha[c] * 1e6) +
+           (step[c] > 0 ? fmt::format(" + {:.1f} us/step", step[c] * 1e6) : std::string());
   return out + fmt::format(", NIC {:.2f} GB/s, spine uplink {:.2f} GB/s", nic / 1e9, spine / 1e9);
 }
 
@@ -74,6 +75,7 @@ std::string LinkModel::toJson(const std::string& source) const {
     const char* name = linkClassName(static_cast<hocclLinkClass_t>(c));
     j["latency_us"][name] = alpha[c] * 1e6;
     j["bandwidth_GBps"][name] = beta[c] / 1e9;
+    j["step_us"][name] = step[c] * 1e6;
   }
   j["nic_GBps"] = nic / 1e9;
   j["spine_GBps"] = spine / 1e9;
@@ -97,7 +99,12 @@ LinkModel LinkModel::fromJson(const std::string& text, const std::string& origin
   };
   LinkModel m;
   bool nicSet = false, spineSet = false;
-  for (const char* group : {"latency_us", "bandwidth_GBps"}) {
+  auto nonNegative = [&](const nlohmann::json& v, const std::string& what) {
+    if (!v.is_number() || v.get<double>() < 0)
+      throwInvalidArgument(fmt::format("cost model file {}: {} must be a number >= 0, not {}", origin, what, v.dump()));
+    return v.get<double>();
+  };
+  for (const char* group : {"latency_us", "bandwidth_GBps", "step_us"}) {
     if (!j.contains(group)) continue;
     if (!j[group].is_object())
       throwInvalidArgument(fmt::format("cost model file {}: {} must be an object", origin, group));
@@ -109,8 +116,10 @@ LinkModel LinkModel::fromJson(const std::string& text, const std::string& origin
             fmt::format("cost model file {}: unknown link class '{}' in {} (valid: self, intra-host, "
                         "intra-switch, inter-switch)",
                         origin, key, group));
-      if (group[0] == 'l') m.alpha[c] = positive(v, fmt::format("{}.{}", group, key)) * 1e-6;
-      else m.beta[c] = positive(v, fmt::format("{}.{}", group, key)) * 1e9;
+      const std::string what = fmt::format("{}.{}", group, key);
+      if (group[0] == 'l') m.alpha[c] = positive(v, what) * 1e-6;
+      else if (group[0] == 'b') m.beta[c] = positive(v, what) * 1e9;
+      else m.step[c] = nonNegative(v, what) * 1e-6;
     }
   }
   if (j.contains("nic_GBps")) m.nic = positive(j["nic_GBps"], "nic_GBps") * 1e9, nicSet = true;

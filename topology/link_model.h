@@ -20,6 +20,11 @@ struct LinkModel {
   double alpha[hocclNumLinkClasses] = {0.1e-6, 0.5e-6, 15e-6, 20e-6};
   /// Peak rate of one flow, by link class (Self: local copy/reduce rate).
   double beta[hocclNumLinkClasses] = {10e9, 4e9, 1.2e9, 1.2e9};
+  /// Per-step cost, by link class: what one message of a step costs beyond alpha when every rank of the job runs
+  /// its steps at once (the executor's and the transport's per-message work and the wake-ups a step needs, which a
+  /// lone ping-pong does not see). Added to alpha for every message of the class by both simulators. 0 unless
+  /// measured: `hoccl-model calibrate` fits it from series of steps of 2-3 sizes and lengths (docs/model.md).
+  double step[hocclNumLinkClasses] = {0, 0, 0, 0};
   /// Capacity of one host's NIC per direction, shared by all flows leaving (or entering) the host.
   double nic = 1.2e9;
   /// Capacity of one switch's uplink per direction, shared by all flows leaving (or entering) the switch.
@@ -28,14 +33,18 @@ struct LinkModel {
   /// HOCCL_LINK_LAT_{SELF,INTRA_HOST,INTRA_SWITCH,INTER_SWITCH} (microseconds). The NIC takes the intra-switch
   /// bandwidth, the spine uplink the inter-switch bandwidth. Throws InvalidArgument on a non-positive value.
   static LinkModel fromParams();
-  /// One line for logs: "self 10.0 GB/s 1.0 us, intra-host ...".
+  /// What a message of class c costs before its bytes flow: alpha[c] + step[c].
+  double startup(int c) const { return alpha[c] + step[c]; }
+  /// One line for logs: "self 10.0 GB/s 1.0 us, intra-host ..." (with "+ S us/step" where a step cost is set).
   std::string describe() const;
   /// The model as a JSON document: {"latency_us": {"self": .., "intra-host": .., "intra-switch": ..,
-  /// "inter-switch": ..}, "bandwidth_GBps": {same keys}, "nic_GBps": .., "spine_GBps": .., "source": ..}.
+  /// "inter-switch": ..}, "bandwidth_GBps": {same keys}, "step_us": {same keys}, "nic_GBps": .., "spine_GBps": ..,
+  /// "source": ..}.
   std::string toJson(const std::string& source) const;
   /// A model from such a document; keys left out keep the built-in defaults (nic and spine default to the
-  /// intra-switch and inter-switch bandwidths). Throws InvalidArgument naming `origin` on bad JSON or a value that is
-  /// not a positive number.
+  /// intra-switch and inter-switch bandwidths; step_us to 0, as in files written before it existed). Throws
+  /// InvalidArgument naming `origin` on bad JSON, a latency or bandwidth that is not a positive number, or a step
+  /// cost that is negative.
   static LinkModel fromJson(const std::string& text, const std::string& origin);
   /// Reads a model file (fromJson). Throws InvalidArgument naming the file when it cannot be read or parsed.
   static LinkModel load(const std::string& path);

@@ -4,7 +4,11 @@
  * Schedules: the candidate algorithms' schedules for every rank are simulated by the cost model and the fastest
  * wins (a later candidate must be more than 1% faster to replace an earlier, preferred one: deterministic ties).
  * Predictions are cached per (collective, count, element size, root, chunk, in place, topology, candidates, link
- * model). Up to 64 ranks every rank's schedule is simulated; above, the fast model predicts from representative ranks
+ * model, whether the chunk is chosen).
+ * Chunks: unless HOCCL_CHUNK_SIZE is set, an algorithm whose schedule depends on the pipelining chunk (HO-Ring; the
+ * ring's broadcast and reduce chains) is priced at each chunk of kChunkChoicesBytes and competes with its best one:
+ * smaller chunks overlap the levels more, larger ones pay the per-step cost (LinkModel::step) fewer times.
+ * Up to 64 ranks every rank's schedule is simulated; above, the fast model predicts from representative ranks
  * (algo/predict.h), so the choice is made by prediction at any scale.
  * Shortcuts: each transport shortcut that can run the call prices itself with the same link parameters; the
  * fastest of them and the best schedule are compared, the shortcut winning ties (it was measured faster inside its
@@ -30,7 +34,7 @@ namespace {
 
 constexpr size_t kMaxCacheEntries = 4096;
 
-using Key = std::tuple<int, int, size_t, size_t, int, bool, size_t, uint64_t, std::string, std::string>;
+using Key = std::tuple<int, int, size_t, size_t, int, bool, size_t, uint64_t, std::string, std::string, bool>;
 
 uint64_t topologyHash(const topo::Topology& t) {
   std::string s;
@@ -41,7 +45,7 @@ uint64_t topologyHash(const topo::Topology& t) {
 // Every parameter of the model at full precision (the cache key: a model file may differ in any digit).
 std::string modelKey(const topo::LinkModel& m) {
   std::string k;
-  for (int c = 0; c < hocclNumLinkClasses; ++c) k += fmt::format("{},{},", m.alpha[c], m.beta[c]);
+  for (int c = 0; c < hocclNumLinkClasses; ++c) k += fmt::format("{},{},{},", m.alpha[c], m.beta[c], m.step[c]);
   return k + fmt::format("{},{}", m.nic, m.spine);
 }
 
@@ -62,15 +66,43 @@ topo::Prediction predictAlgorithm(const Algorithm& alg, const sched::CollArgs& a
   return topo::predict(all, topo, elemSize, model);
 }
 
+bool chunkMatters(const Algorithm& alg, sched::Coll coll) {
+  const std::string name = alg.name;
+  return name == "ho_ring" || (name == "ring" && (coll == sched::Coll::Broadcast || coll == sched::Coll::Reduce));
+}
+
+namespace {
+
+// The chunks (elements) to price alg at: args.chunkCount alone, or with chooseChunk every kChunkChoicesBytes that
+// makes a different schedule (chunks at least as large as the call's largest buffer all make one chunk).
+std::vector<size_t> chunkChoices(const Algorithm& alg, const sched::CollArgs& args, size_t elemSize, bool chooseChunk) {
+  if (!chooseChunk || !chunkMatters(alg, args.coll)) return {args.chunkCount};
+  const sched::BufferCounts b = sched::bufferCounts(args);
+  const size_t whole = std::max<size_t>(1, std::max(b.input, b.output));
+  std::vector<size_t> out;
+  bool wholeTried = false;
+  for (size_t bytes : kChunkChoicesBytes) {
+    const size_t chunk = std::max<size_t>(1, bytes / elemSize);
+    if (chunk >= whole) {
+      if (wholeTried) continue;
+      wholeTried = true;
+    }
+    out.push_back(chunk);
+  }
+  return out;
+}
+
+}  // namespace
+
 Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
-            const std::vector<const Algorithm*>& c, const topo::LinkModel* given) {
+            const std::vector<const Algorithm*>& c, const topo::LinkModel* given, bool chooseChunk) {
   static std::mutex mutex;
   static std::map<Key, Choice> cache;
   std::string names;
   for (const Algorithm* a : c) names += std::string(a->name) + ",";
   const topo::LinkModel model = given ? *given : linkModel();
-  Key key{static_cast<int>(args.coll), args.nranks, args.count,     args.chunkCount, args.root, args.inPlace, elemSize,
-          topologyHash(topo),          names,       modelKey(model)};
+  Key key{static_cast<int>(args.coll), args.nranks, args.count,      args.chunkCount, args.root, args.inPlace, elemSize,
+          topologyHash(topo),          names,       modelKey(model), chooseChunk};
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
@@ -78,20 +110,29 @@ Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elem
   Choice best;
   std::string report;
   for (const Algorithm* a : c) {
-    double seconds;
-    try {
-      seconds = predict(*a, args, topo, elemSize, model).seconds;
-    } catch (const std::exception& e) {
-      HOCCL_WARN(kTuning, "cost model failed for {} {} count {}: {}; not considering it", a->name,
-                 sched::collName(args.coll), args.count, e.what());
-      continue;
+    for (size_t chunk : chunkChoices(*a, args, elemSize, chooseChunk)) {
+      sched::CollArgs priced = args;
+      priced.chunkCount = chunk;
+      double seconds;
+      try {
+        seconds = predict(*a, priced, topo, elemSize, model).seconds;
+      } catch (const std::exception& e) {
+        HOCCL_WARN(kTuning, "cost model failed for {} {} count {} chunk {}: {}; not considering it", a->name,
+                   sched::collName(args.coll), args.count, chunk, e.what());
+        continue;
+      }
+      report += chooseChunk && chunkMatters(*a, args.coll)
+                    ? fmt::format(" {}@{}B={:.1f}us", a->name, chunk * elemSize, seconds * 1e6)
+                    : fmt::format(" {}={:.1f}us", a->name, seconds * 1e6);
+      if (!best.algorithm || seconds < best.seconds * 0.99) best = Choice{nullptr, a, seconds, chunk};
     }
-    report += fmt::format(" {}={:.1f}us", a->name, seconds * 1e6);
-    if (!best.algorithm || seconds < best.seconds * 0.99) best = Choice{nullptr, a, seconds};
   }
-  if (!best.algorithm) best = Choice{nullptr, c.front(), 0};
-  HOCCL_INFO(kTuning, "{} count {} x {} B on {} ranks: predicted{} -> {}", sched::collName(args.coll), args.count,
-             elemSize, args.nranks, report, best.algorithm->name);
+  if (!best.algorithm) best = Choice{nullptr, c.front(), 0, args.chunkCount};
+  HOCCL_INFO(kTuning, "{} count {} x {} B on {} ranks: predicted{} -> {}{}", sched::collName(args.coll), args.count,
+             elemSize, args.nranks, report, best.algorithm->name,
+             chooseChunk && chunkMatters(*best.algorithm, args.coll)
+                 ? fmt::format(" with {} B chunks", best.chunkCount * elemSize)
+                 : std::string());
   std::lock_guard<std::mutex> lock(mutex);
   if (cache.size() >= kMaxCacheEntries) cache.clear();
   cache.emplace(key, best);
@@ -118,18 +159,22 @@ bool isShortcutName(const std::string& name) {
 Choice decide(const transport::CollCall& call, const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
               const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts, const topo::LinkModel* given) {
   static const std::string forced = params::ALGO.get();
+  // HOCCL_CHUNK_SIZE set: its chunk (args.chunkCount) is forced; otherwise the predictions choose it.
+  static const bool chooseChunk = !params::CHUNK_SIZE.isSet();
   const bool forcedShortcut = isShortcutName(forced);
   if (forcedShortcut) {
     for (const auto& s : shortcuts)
       if (forced == s->name() && s->canRun(call))
-        return Choice{s.get(), nullptr, s->predictSeconds(call, given ? *given : linkModel())};
+        return Choice{s.get(), nullptr, s->predictSeconds(call, given ? *given : linkModel()), args.chunkCount};
   } else if (!forced.empty()) {
-    return Choice{nullptr, &choose(args, topo, elemSize), 0};  // an algorithm, or an error listing the valid names
+    const Algorithm& alg = choose(args, topo, elemSize);  // an algorithm, or an error listing the valid names
+    if (!chooseChunk || !chunkMatters(alg, args.coll)) return Choice{nullptr, &alg, 0, args.chunkCount};
+    return tune(args, topo, elemSize, {&alg}, given, true);  // forced algorithm, predicted chunk
   }
   // The schedules first (cached), then any shortcut predicted at least as fast.
   auto candidates = algo::candidates(args, topo);
   if (candidates.empty()) throwInternalError(std::string("no algorithm implements ") + sched::collName(args.coll));
-  Choice best = tune(args, topo, elemSize, candidates, given);
+  Choice best = tune(args, topo, elemSize, candidates, given, chooseChunk);
   if (!forced.empty()) return best;  // a forced shortcut that cannot run this call: the schedules decide
   const topo::LinkModel model = given ? *given : linkModel();
   std::string report;
@@ -138,7 +183,7 @@ Choice decide(const transport::CollCall& call, const sched::CollArgs& args, cons
     const double seconds = s->predictSeconds(call, model);
     report += fmt::format(" {}={:.1f}us", s->name(), seconds * 1e6);
     if (best.shortcut ? seconds < best.seconds : (best.seconds == 0 || seconds <= best.seconds))
-      best = Choice{s.get(), nullptr, seconds};
+      best = Choice{s.get(), nullptr, seconds, args.chunkCount};
   }
   if (!report.empty())
     HOCCL_INFO(kTuning, "{} count {} x {} B on {} ranks: shortcuts{} -> {}", sched::collName(args.coll), args.count,

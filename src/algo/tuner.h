@@ -18,23 +18,39 @@ struct Choice {
   transport::Shortcut* shortcut = nullptr;  ///< a transport's shortcut runs the whole call
   const Algorithm* algorithm = nullptr;     ///< else this algorithm's schedule runs on the executor
   double seconds = 0;                       ///< predicted time (0 when the cost model was not consulted)
+  size_t chunkCount =
+      0;  ///< pipelining chunk (elements) the schedule is made with; 0: the call's own (args.chunkCount)
   /// The name of what was chosen ("small", "single_copy", "ring", ...).
   const char* name() const { return shortcut ? shortcut->name() : algorithm->name; }
 };
 
+/// Pipelining chunks (bytes) the tuner tries for an algorithm whose schedule depends on the chunk, the default
+/// (HOCCL_CHUNK_SIZE's built-in 1 MiB) first: another must be predicted more than 1% faster to replace it.
+constexpr size_t kChunkChoicesBytes[] = {size_t{1} << 20, size_t{256} << 10, size_t{4} << 20, size_t{16} << 20,
+                                         size_t{64} << 10};
+
+/// Whether alg's schedule for coll depends on CollArgs::chunkCount (HO-Ring: every collective; the ring: its
+/// broadcast and reduce chains).
+bool chunkMatters(const Algorithm& alg, sched::Coll coll);
+
 /// The fastest of `candidates` (non-empty) for args on topo with elements of elemSize bytes, with its predicted
 /// time (algo/predict.h: every rank simulated up to 64 ranks, the fast model above), priced with `model`, or
-/// topo::LinkModel::fromParams() when it is null.
+/// topo::LinkModel::fromParams() when it is null. With `chooseChunk`, each candidate whose schedule depends on the
+/// chunk (chunkMatters) is priced at every chunk of kChunkChoicesBytes (distinct for this call) and the pair with
+/// the lowest prediction wins (Choice::chunkCount); otherwise args.chunkCount is used as given.
 Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
-            const std::vector<const Algorithm*>& candidates, const topo::LinkModel* model = nullptr);
+            const std::vector<const Algorithm*>& candidates, const topo::LinkModel* model = nullptr,
+            bool chooseChunk = false);
 
 /// Simulates `alg` for every rank of topo (args.rank is ignored) and predicts the operation.
 topo::Prediction predictAlgorithm(const Algorithm& alg, const sched::CollArgs& args, const topo::Topology& topo,
                                   size_t elemSize, const topo::LinkModel& model);
 
 /// What runs `call` (args: the same call as the schedules see it; `call.op` is hocclNumOps or above for PreMulSum,
-/// which no shortcut takes). HOCCL_ALGO naming an algorithm forces it (shortcuts are not considered); naming a
-/// shortcut forces it where it can run (else the schedules compete); otherwise every shortcut that can run and the
+/// which no shortcut takes). The pipelining chunk is chosen by prediction (tune's chooseChunk) unless
+/// HOCCL_CHUNK_SIZE is set, which forces args.chunkCount. HOCCL_ALGO naming an algorithm forces it (shortcuts are
+/// not considered; its chunk is still chosen); naming a shortcut forces it where it can run (else the schedules
+/// compete); otherwise every shortcut that can run and the
 /// best schedule are compared by predicted time, with `model` (the communicator's probed model, comm/tune_probe.h)
 /// or, when it is null, topo::LinkModel::fromParams(). The same inputs give the same choice on every rank.
 Choice decide(const transport::CollCall& call, const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,

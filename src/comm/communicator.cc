@@ -329,8 +329,11 @@ const Communicator::Decision& Communicator::decide(const transport::CollCall& ca
     }
     Decision d;
     d.choice = algo::decide(call, args, topology_, elemSize, shortcuts_, probedModel());
-    if (d.choice.algorithm)
-      d.schedule = std::make_shared<const sched::Schedule>(d.choice.algorithm->generate(args, topology_));
+    if (d.choice.algorithm) {
+      sched::CollArgs chosen = args;  // with the chunk the tuner chose (algo/tuner.h)
+      if (d.choice.chunkCount) chosen.chunkCount = d.choice.chunkCount;
+      d.schedule = std::make_shared<const sched::Schedule>(d.choice.algorithm->generate(chosen, topology_));
+    }
     it = decisions_.emplace(key, std::move(d)).first;
   }
   lastKey_ = &it->first;

@@ -14,7 +14,9 @@
 //   4. The model is all-gathered through the bootstrap and every rank takes rank 0's row: one model everywhere,
 //      so every rank's tuner makes the same choice (ranks choosing differently would deadlock).
 // The NIC and spine capacities take the measured intra-switch and inter-switch rates (one flow; `hoccl-model
-// calibrate` measures them with concurrent flows, which takes longer than an init should).
+// calibrate` measures them with concurrent flows, which takes longer than an init should). The per-step costs
+// (LinkModel::step) are not probed here (they need every rank busy at once; `hoccl-model calibrate` fits them):
+// rank 0's values, from HOCCL_MODEL_FILE or 0, are handed to every rank with the rest.
 #include "comm/tune_probe.h"
 
 #include <fmt/format.h>
@@ -120,8 +122,10 @@ double memcpyRate() {
   return best;
 }
 
-// Layout of the agreed row: alpha[4], beta[4], nic, spine, probe seconds.
-constexpr size_t kRow = 2 * hocclNumLinkClasses + 3;
+// Layout of the agreed row: alpha[4], beta[4], step[4], nic, spine, probe seconds.
+constexpr size_t kRow = 3 * hocclNumLinkClasses + 3;
+constexpr size_t kStep = 2 * hocclNumLinkClasses, kNic = 3 * hocclNumLinkClasses, kSpine = kNic + 1,
+                 kSeconds = kNic + 2;
 
 }  // namespace
 
@@ -181,10 +185,11 @@ TuneProbeResult probeLinkModel(Communicator& comm) {
     if (params::LINK_BW_INTRA_SWITCH.isSet()) m.nic = given.nic;
     if (params::LINK_BW_INTER_SWITCH.isSet()) m.spine = given.spine;
     double* row = all.data();
-    for (int c = 0; c < hocclNumLinkClasses; ++c) row[c] = m.alpha[c], row[hocclNumLinkClasses + c] = m.beta[c];
-    row[2 * hocclNumLinkClasses] = m.nic;
-    row[2 * hocclNumLinkClasses + 1] = m.spine;
-    row[2 * hocclNumLinkClasses + 2] = seconds(Clock::now() - start);
+    for (int c = 0; c < hocclNumLinkClasses; ++c)
+      row[c] = m.alpha[c], row[hocclNumLinkClasses + c] = m.beta[c], row[kStep + c] = m.step[c];
+    row[kNic] = m.nic;
+    row[kSpine] = m.spine;
+    row[kSeconds] = seconds(Clock::now() - start);
   }
   comm.bootstrap().allGather(all.data(), kRow * sizeof(double));
   TuneProbeResult res;
@@ -192,13 +197,14 @@ TuneProbeResult probeLinkModel(Communicator& comm) {
   for (int c = 0; c < hocclNumLinkClasses; ++c) {
     res.model.alpha[c] = row[c];
     res.model.beta[c] = row[hocclNumLinkClasses + c];
+    res.model.step[c] = row[kStep + c];
     if (!(res.model.alpha[c] > 0) || !(res.model.beta[c] > 0))
       throwInternalError(fmt::format("tuning probe: rank 0 sent a non-positive value for {}",
                                      topo::linkClassName(static_cast<hocclLinkClass_t>(c))));
   }
-  res.model.nic = row[2 * hocclNumLinkClasses];
-  res.model.spine = row[2 * hocclNumLinkClasses + 1];
-  res.seconds = row[2 * hocclNumLinkClasses + 2];
+  res.model.nic = row[kNic];
+  res.model.spine = row[kSpine];
+  res.seconds = row[kSeconds];
   res.summary = me == 0 ? summary : "measured by rank 0";
   return res;
 }

@@ -1,13 +1,13 @@
 // Cost model: a discrete-event simulation of the schedules of all ranks.
 //
-// Each rank runs its steps in order; a step ends when all its prims have ended. A message (a send matched in FIFO
-// order with the peer's receive) starts when both ranks have entered the steps holding the two prims, plus the
-// alpha of its link class, and then flows at a rate limited by its class's per-flow beta and by its share of every
-// shared link it crosses: a host NIC per direction (inter-host flows) and a switch uplink per direction
-// (inter-switch flows). Concurrent flows on a link split its capacity equally; rates are recomputed whenever a
-// flow starts or ends. Every flow also passes its two ranks' ports (a rank moves at most beta(intra-host) bytes
-// per second in and out, whatever the number of flows). Local prims (copy, reduce) of a step run for alpha + bytes / beta(Self), concurrently with
-// the step's messages.
+// Each rank runs its steps in order; a step ends when all its prims have ended. A message (a send matched in FIFO order
+// with the peer's receive) starts when both ranks have entered the steps holding the two prims, plus the alpha and the
+// per-step cost of its link class (LinkModel::startup), and then flows at a rate limited by its class's per-flow beta
+// and by its share of every shared link it crosses: a host NIC per direction (inter-host flows) and a switch uplink per
+// direction (inter-switch flows). Concurrent flows on a link split its capacity equally; rates are recomputed whenever
+// a flow starts or ends. Every flow also passes its two ranks' ports (a rank moves at most beta(intra-host) bytes per
+// second in and out, whatever the number of flows). Local prims (copy, reduce) of a step run for alpha + bytes /
+// beta(Self), concurrently with the step's messages.
 #include "sched/cost_model.h"
 
 #include <fmt/format.h>
@@ -142,7 +142,7 @@ class Simulator {
         if (p.kind == PrimKind::Copy || p.kind == PrimKind::Reduce) {
           bool same = p.kind == PrimKind::Copy && p.src == p.dst && p.srcOff == p.dstOff;
           if (!same) {
-            local = std::max(local, m_.alpha[hocclLinkSelf] + static_cast<double>(p.count) * elem_ / m_.beta[0]);
+            local = std::max(local, m_.startup(hocclLinkSelf) + static_cast<double>(p.count) * elem_ / m_.beta[0]);
             hasLocal = true;
           }
         }
@@ -152,7 +152,7 @@ class Simulator {
         Message& m = msgs_[id];
         (m.src == r ? m.sendEnter : m.recvEnter) = at;
         if (m.sendEnter >= 0 && m.recvEnter >= 0)
-          starts_.emplace(std::max(m.sendEnter, m.recvEnter) + m_.alpha[m.cls], id);
+          starts_.emplace(std::max(m.sendEnter, m.recvEnter) + m_.startup(m.cls), id);
       }
       if (pending_[r] > 0) return;
       ++cur_[r];

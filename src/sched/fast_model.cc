@@ -3,18 +3,18 @@
 // Two passes over the representatives' schedules, generated once: pass 1 keeps a compact summary (each step's sends
 // and the cost of its local prims; about 100 MB for a flat ring on 16,384 ranks, whose 256 representatives have
 // 32,766 steps each).
-// Pass 1 counts, per global step, the flows on every shared link the representatives touch: a host's NIC out and
-// in, a switch's uplink out and in, and each representative's receive port. A flow to a rank outside the
-// representatives is counted on the image of its receiver: the rank at the same place (host index in its switch,
-// local index) in the representative switch of the same shape. A representative that stands for several ranks
-// (OneRank: rank 0 for its whole host and switch) counts with that multiplicity on the host's and switch's links.
-// Pass 2 prices each representative's step as a small fluid simulation of its own sends: each starts after the
-// alpha of its link class and flows at min(beta of its class, capacity / users) over every link it crosses, where
-// the users of a link are its pass-1 count scaled by the share of the representative's flows on it that are still
-// running (when one of them ends, the others speed up: the same max-min sharing the reference simulator applies,
-// assuming the other ranks' flows on the link end when the representative's do). Local prims take
-// alpha(self) + bytes / beta(self), concurrently. A global step lasts as long as its slowest representative; the
-// prediction is the sum over global steps (lockstep).
+// Pass 1 counts, per global step, the flows on every shared link the representatives touch: a host's NIC out and in, a
+// switch's uplink out and in, and each representative's receive port. A flow to a rank outside the representatives is
+// counted on the image of its receiver: the rank at the same place (host index in its switch, local index) in the
+// representative switch of the same shape. A representative that stands for several ranks (OneRank: rank 0 for its
+// whole host and switch) counts with that multiplicity on the host's and switch's links. Pass 2 prices each
+// representative's step as a small fluid simulation of its own sends: each starts after the alpha and the per-step cost
+// of its link class (LinkModel::startup, as in the reference) and flows at min(beta of its class, capacity / users)
+// over every link it crosses, where the users of a link are its pass-1 count scaled by the share of the
+// representative's flows on it that are still running (when one of them ends, the others speed up: the same max-min
+// sharing the reference simulator applies, assuming the other ranks' flows on the link end when the representative's
+// do). Local prims take alpha(self) + bytes / beta(self), concurrently. A global step lasts as long as its slowest
+// representative; the prediction is the sum over global steps (lockstep).
 #include "sched/fast_model.h"
 
 #include <fmt/format.h>
@@ -193,7 +193,7 @@ class FastSim {
         if (p.kind == PrimKind::Copy || p.kind == PrimKind::Reduce) {
           bool same = p.kind == PrimKind::Copy && p.src == p.dst && p.srcOff == p.dstOff;
           if (!same)
-            local = std::max(local, m_.alpha[hocclLinkSelf] + static_cast<double>(p.count) * elem_ / m_.beta[0]);
+            local = std::max(local, m_.startup(hocclLinkSelf) + static_cast<double>(p.count) * elem_ / m_.beta[0]);
         } else if (p.kind == PrimKind::Recv || p.kind == PrimKind::RecvReduce) {
           recvs_[i].add(g, 1.f);
         } else if (p.kind == PrimKind::Send) {
@@ -258,7 +258,7 @@ class FastSim {
       for (uint32_t j = begin; j < end; ++j) {
         const int peer = sum.sends[j].peer;
         const hocclLinkClass_t cls = t_.linkClass(r, peer);
-        Flow f{m_.alpha[cls], sum.sends[j].bytes, m_.beta[cls], 0, {}, 0, false, false};
+        Flow f{m_.startup(cls), sum.sends[j].bytes, m_.beta[cls], 0, {}, 0, false, false};
         const int img = rs_.rankImage[peer];
         f.links[f.nlinks++] = link(0, r, port, sends);
         f.links[f.nlinks++] = link(1, img, port, recvs_[rs_.repIndex[img]].at(g));
@@ -297,7 +297,7 @@ class FastSim {
       const int ss = t_.switchOf[r], sd = rs_.switchImage[t_.switchOf[s.peer]];
       rate = std::min({rate, share(m_.spine, upOut_[ss].at(g)), share(m_.spine, upIn_[sd].at(g))});
     }
-    return m_.alpha[cls] + s.bytes / rate;
+    return m_.startup(cls) + s.bytes / rate;
   }
 
   // When the last of the step's flows ends.

@@ -9,6 +9,9 @@
 #include "algo/tuner.h"
 #include "base/error.h"
 #include "sched/cost_model.h"
+#include "sched/fast_model.h"
+#include "algo/predict.h"
+#include "algo/registry.h"
 
 using namespace hoccl;
 using sched::Coll;
@@ -55,6 +58,74 @@ TEST_CASE("one message costs alpha + bytes/beta of its class", "[cost]") {
     CHECK(p.bytes[cls] == 4e6);
     CHECK(p.messages == 1);
   }
+}
+
+TEST_CASE("the per-step cost adds to every message of its class, in both simulators", "[cost]") {
+  topo::Topology t = topo::fromShape(2, 2, 2);
+  auto m = simpleModel();
+  auto withStep = m;
+  withStep.step[hocclLinkIntraHost] = 30e-6;
+  withStep.step[hocclLinkInterSwitch] = 1.5e-3;
+  // One message: alpha + step + bytes / beta.
+  for (auto [peer, cls] : {std::pair{1, hocclLinkIntraHost}, std::pair{4, hocclLinkInterSwitch}}) {
+    auto s = empty(8);
+    s[0].steps.push_back({{sched::send(peer, sched::kInput, 0, 1000000)}});
+    s[peer].steps.push_back({{sched::recv(0, sched::kOutput, 0, 1000000)}});
+    double beta = cls == hocclLinkInterSwitch ? m.spine : m.beta[cls];
+    CHECK(topo::predict(s, t, 4, withStep).seconds ==
+          Approx(m.alpha[cls] + withStep.step[cls] + 4e6 / beta).epsilon(1e-9));
+  }
+  // The flat ring on 2x2x2: 14 steps, each with a message across the spine (ranks 3 -> 4 and 7 -> 0), so every
+  // step is 1.5 ms longer, in the reference and in the fast model alike.
+  sched::CollArgs args{Coll::AllReduce, 0, 8, 1u << 16, 0, 0};
+  auto ring = allOf(algo::ringSchedule, args, t);
+  const double plain = topo::predict(ring, t, 4, m).seconds, stepped = topo::predict(ring, t, 4, withStep).seconds;
+  CHECK(stepped - plain == Approx(14 * 1.5e-3).epsilon(0.01));
+  auto gen = [&](int r) {
+    sched::CollArgs each = args;
+    each.rank = r;
+    return algo::ringSchedule(each, t);
+  };
+  topo::FastOptions o;
+  const double fastStepped = topo::predictFast(gen, t, 4, withStep, o).seconds;
+  CHECK(fastStepped == Approx(stepped).epsilon(0.01));
+}
+
+TEST_CASE("the tuner chooses the chunk by prediction unless it is given", "[cost][tuner]") {
+  algo::Algorithm ho{"ho_ring", [](Coll) { return true; }, algo::hoRingApplicable, algo::hoRingSchedule};
+  const topo::Topology t = topo::fromShape(2, 2, 2);
+  sched::CollArgs args{Coll::AllReduce, 0, 8, 16u << 20, 0, (1u << 20) / 4};  // 64 MiB of floats, 1 MiB chunk
+  // Independently: the chunk of kChunkChoicesBytes with the lowest reference prediction (a later one must be more
+  // than 1% faster, as in the tuner).
+  auto bestChunk = [&](const topo::LinkModel& m) {
+    size_t best = 0;
+    double seconds = 0;
+    for (size_t bytes : algo::kChunkChoicesBytes) {
+      sched::CollArgs a = args;
+      a.chunkCount = bytes / 4;
+      const double s = algo::predictAlgorithm(ho, a, t, 4, m).seconds;
+      if (!best || s < seconds * 0.99) best = a.chunkCount, seconds = s;
+    }
+    return std::pair{best, seconds};
+  };
+  topo::LinkModel cheap = simpleModel(), costly = simpleModel();
+  for (int c = hocclLinkIntraHost; c < hocclNumLinkClasses; ++c) costly.step[c] = 20e-3;
+  for (const topo::LinkModel* m : {&cheap, &costly}) {
+    const auto [chunk, seconds] = bestChunk(*m);
+    const algo::Choice choice = algo::tune(args, t, 4, {&ho}, m, true);
+    INFO("expected chunk " << chunk * 4 << " B, chosen " << choice.chunkCount * 4 << " B");
+    CHECK(choice.chunkCount == chunk);
+    CHECK(choice.seconds == Approx(seconds));
+    // Without choosing, the given chunk is used.
+    CHECK(algo::tune(args, t, 4, {&ho}, m, false).chunkCount == args.chunkCount);
+  }
+  // A large per-step cost makes fewer, larger chunks pay: the choice moves up.
+  CHECK(algo::tune(args, t, 4, {&ho}, &costly, true).chunkCount >
+        algo::tune(args, t, 4, {&ho}, &cheap, true).chunkCount);
+  // The ring's all-reduce does not depend on the chunk: it is priced once, at the given chunk.
+  CHECK(!algo::chunkMatters(algo::byName("ring"), Coll::AllReduce));
+  CHECK(algo::chunkMatters(algo::byName("ring"), Coll::Broadcast));
+  CHECK(algo::chunkMatters(algo::byName("ho_ring"), Coll::AllReduce));
 }
 
 TEST_CASE("flows share a host NIC and a switch uplink", "[cost]") {

@@ -28,6 +28,14 @@ topo::LinkModel spineModel() {
   return m;
 }
 
+topo::LinkModel stepModel() {
+  topo::LinkModel m = spineModel();  // and per-step costs of the size calibrate found on the emulated cluster
+  m.step[hocclLinkIntraHost] = 50e-6;
+  m.step[hocclLinkIntraSwitch] = 400e-6;
+  m.step[hocclLinkInterSwitch] = 1.5e-3;
+  return m;
+}
+
 }  // namespace
 
 TEST_CASE("fast predictions match the reference on small shapes", "[fast]") {
@@ -49,7 +57,7 @@ TEST_CASE("fast predictions match the reference on small shapes", "[fast]") {
   const Coll colls[] = {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather, Coll::Broadcast,
                         Coll::Reduce,    Coll::AlltoAll,      Coll::Gather,    Coll::Scatter};
   double worst[2] = {0, 0};  // largest error: [uneven or rooted, regular unrooted]
-  for (const auto& model : {topo::LinkModel{}, spineModel()})
+  for (const auto& model : {topo::LinkModel{}, spineModel(), stepModel()})
     for (const auto& [name, t, tolerance] : shapes)
       for (Coll c : colls)
         for (size_t count : {size_t{4096}, size_t{1} << 18, size_t{1} << 22}) {
@@ -117,12 +125,20 @@ TEST_CASE("a model file round-trips and HOCCL_MODEL_FILE loads it under HOCCL_LI
   m.beta[hocclLinkInterSwitch] = 25e6;
   m.nic = 80e6;
   m.spine = 25e6;
+  m.step[hocclLinkInterSwitch] = 1.5e-3;
+  m.step[hocclLinkIntraHost] = 40e-6;
   const std::string text = m.toJson("test");
   topo::LinkModel back = topo::LinkModel::fromJson(text, "inline");
   for (int c = 0; c < hocclNumLinkClasses; ++c) {
     CHECK(back.alpha[c] == Approx(m.alpha[c]));
     CHECK(back.beta[c] == Approx(m.beta[c]));
+    CHECK(back.step[c] == Approx(m.step[c]));
   }
+  CHECK(back.startup(hocclLinkInterSwitch) == Approx(m.alpha[hocclLinkInterSwitch] + 1.5e-3));
+  // A file without step_us (written before it existed) has no per-step cost; a negative one is refused.
+  CHECK(topo::LinkModel::fromJson(R"({"latency_us": {"self": 1}})", "inline").step[hocclLinkInterSwitch] == 0);
+  CHECK_THROWS_WITH(topo::LinkModel::fromJson(R"({"step_us": {"inter-switch": -1}})", "inline"),
+                    Catch::Contains("step_us.inter-switch must be a number >= 0"));
   CHECK(back.nic == Approx(80e6));
   CHECK(back.spine == Approx(25e6));
   // Keys left out keep the defaults; nic and spine follow the class bandwidths when absent.

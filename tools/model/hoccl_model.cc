@@ -21,6 +21,8 @@
 
 #include "algo/predict.h"
 #include "algo/registry.h"
+#include "algo/tuner.h"
+#include "base/params.h"
 #include "tools/model/model_tool.h"
 #include "topology/topology.h"
 
@@ -193,17 +195,25 @@ int predictCommand(const PredictOptions& o) {
     fmt::print("{:>12} {:>10} {:>14} {:>12} {:>9}\n", "bytes", "algorithm", "time (us)", "busbw (GB/s)", "model (s)");
   }
   for (size_t bytes : sizes) {
-    sched::CollArgs args{coll, 0, t.nranks, countFor(coll, bytes, t.nranks), 0, 0};
+    // At the chunk a job would run each algorithm with: HOCCL_CHUNK_SIZE, or where it is unset the one the tuner
+    // picks with this model (algo/tuner.h).
+    sched::CollArgs args{coll,     0,
+                         t.nranks, countFor(coll, bytes, t.nranks),
+                         0,        std::max<size_t>(1, static_cast<size_t>(params::CHUNK_SIZE.get()) / 4)};
     if (args.count == 0) continue;
     for (const algo::Algorithm* a : algo::candidates(args, t)) {
       auto start = std::chrono::steady_clock::now();
-      topo::Prediction p = algo::predict(*a, args, t, 4, model);
+      sched::CollArgs priced = args;
+      if (!params::CHUNK_SIZE.isSet() && algo::chunkMatters(*a, coll))
+        priced.chunkCount = algo::tune(args, t, 4, {a}, &model, true).chunkCount;
+      topo::Prediction p = algo::predict(*a, priced, t, 4, model);
       double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       double busbw = p.seconds > 0 ? static_cast<double>(bytes) * busFactor(coll, t.nranks) / p.seconds / 1e9 : 0;
       points.push_back({bytes, a->name, busbw});
       if (o.json)
         out.push_back({{"bytes", bytes},
                        {"algorithm", a->name},
+                       {"chunk_bytes", algo::chunkMatters(*a, coll) ? priced.chunkCount * 4 : 0},
                        {"seconds", p.seconds},
                        {"busbw_GBps", busbw},
                        {"inter_switch_bytes", p.bytes[hocclLinkInterSwitch]},

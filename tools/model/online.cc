@@ -4,8 +4,10 @@
 //              round trip), 1 MiB and 8 MiB ping-pongs the bandwidth (the slope between their fastest round
 //              trips, so per-message costs cancel); memcpy of 64 MiB gives the local copy rate. Then the rates
 //              under load, with every rank sending at once as the algorithms' steps do: the intra-host rate per
-//              flow, the NIC per host, the spine uplink per switch (see calibrate()). Classes without a peer keep
-//              the built-in values.
+//              flow, the NIC per host, the spine uplink per switch (see calibrate()). Last the per-step cost per
+//              class: series of 2 and 10 executor steps of 8 B, 64 KiB and 256 KiB with every rank of the class's
+//              ring busy, fitted to fixed + steps x (per step + bytes / rate) (fitSteps). Classes without a peer keep the
+//              built-in values.
 //   validate   runs the collective over a size range (the algorithm HOCCL_ALGO forces, or whatever the tuner
 //              picks) and prints the cost model's prediction against the slowest rank's mean time.
 #include <fmt/format.h>
@@ -23,6 +25,8 @@
 #include "algo/tuner.h"
 #include "base/params.h"
 #include "comm/communicator.h"
+#include "exec/executor.h"
+#include "sched/schedule.h"
 #include "hoccl/hoccl.h"
 #include "tools/model/model_tool.h"
 
@@ -115,6 +119,74 @@ double concurrentRate(Job& job, const std::vector<std::pair<int, int>>& pairs) {
   return perPair * static_cast<double>(pairs.size());
 }
 
+// Time of `steps` steps in a row, in every pair (src -> dst) `bytes` move at once, as the ring's and HO-Ring's
+// steps do: one schedule of `steps` steps (each: send to the rank this one feeds, receive from the one feeding it)
+// run by the executor, as a collective's schedule is, so the time per step is the executor's and not an API call's
+// (the first version of this probe made every step a hocclGroupStart/End and measured 4 times the per-step cost
+// the collectives show). The slowest rank's time, median of 3. Every rank takes part (barriers).
+double seriesTime(Job& job, const std::vector<std::pair<int, int>>& pairs, size_t bytes, int steps) {
+  std::vector<char> out(std::max<size_t>(bytes, 1)), in(std::max<size_t>(bytes, 1));
+  auto schedule = std::make_shared<sched::Schedule>();
+  schedule->algorithm = "calibrate-steps";
+  for (int k = 0; k < steps; ++k) {
+    sched::Step step;
+    for (const auto& [src, dst] : pairs) {
+      if (job.rank == src) step.prims.push_back(sched::send(dst, sched::kInput, 0, bytes));
+      if (job.rank == dst) step.prims.push_back(sched::recv(src, sched::kOutput, 0, bytes));
+    }
+    schedule->steps.push_back(std::move(step));
+  }
+  std::vector<double> times;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<exec::Task> tasks(1);
+    exec::Task& task = tasks[0];
+    task.comm = job.comm->impl.get();
+    task.schedule = schedule;
+    task.binding.buffers = {out.data(), in.data(), nullptr};
+    task.what = [steps, bytes] { return fmt::format("calibrate: {} steps of {} bytes", steps, bytes); };
+    job.barrier();
+    auto start = Clock::now();
+    exec::run(tasks);
+    times.push_back(job.maxOf(since(start)));
+  }
+  std::sort(times.begin(), times.end());
+  return times[1];
+}
+
+// What a step costs under load, separated from the fixed cost of a series and from the bandwidth: series of
+// kStepsShort and kStepsLong steps at each of kStepSizes; the difference between the two lengths gives the time
+// per step at each size (the series' fixed cost cancels), and a least-squares line through (size, time per step)
+// gives the per-step intercept and the per-flow rate (its slope). All of it with every rank of the pairs busy.
+struct StepFit {
+  double fixed = 0;    // seconds per series beyond its steps (barrier, first wake-up)
+  double perStep = 0;  // seconds per step of an empty message (intercept)
+  double rate = 0;     // bytes per second per flow (1 / slope); 0 when the slope is not positive
+};
+constexpr size_t kStepSizes[] = {8, size_t{64} << 10, size_t{256} << 10};
+constexpr int kStepsShort = 2, kStepsLong = 10;
+
+StepFit fitSteps(Job& job, const std::vector<std::pair<int, int>>& pairs) {
+  std::vector<double> x, y, fixed;
+  for (size_t bytes : kStepSizes) {
+    const double shortT = seriesTime(job, pairs, bytes, kStepsShort);
+    const double longT = seriesTime(job, pairs, bytes, kStepsLong);
+    const double per = std::max(0.0, (longT - shortT) / (kStepsLong - kStepsShort));
+    x.push_back(static_cast<double>(bytes));
+    y.push_back(per);
+    fixed.push_back(shortT - kStepsShort * per);
+  }
+  const double n = static_cast<double>(x.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) sx += x[i], sy += y[i], sxx += x[i] * x[i], sxy += x[i] * y[i];
+  const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+  StepFit f;
+  f.perStep = std::max(0.0, (sy - slope * sx) / n);
+  f.rate = slope > 0 ? 1 / slope : 0;
+  std::sort(fixed.begin(), fixed.end());
+  f.fixed = std::max(0.0, fixed[fixed.size() / 2]);
+  return f;
+}
+
 // The ranks of each host and switch, in rank order.
 std::vector<std::vector<int>> members(const std::vector<int>& of, int groups) {
   std::vector<std::vector<int>> m(groups);
@@ -183,8 +255,11 @@ int calibrate(const CalibrateOptions& o) {
     source += fmt::format(" {} loaded ({} flows) {:.3f} GB/s;", name, flows, rate / 1e9);
     if (job.rank == 0) fmt::print("{:>13}: {} ({} flows at once) {:8.3f} GB/s\n", name, what, flows, rate / 1e9);
   };
+  // Every rank to the next of its class (intra-host: next rank of its host; intra-switch: its counterpart on the
+  // next host of its switch; inter-switch: its counterpart on the next switch), kept for the per-step probe.
+  std::vector<std::pair<int, int>> ringOf[hocclNumLinkClasses];
   {
-    std::vector<std::pair<int, int>> pairs;
+    std::vector<std::pair<int, int>>& pairs = ringOf[hocclLinkIntraHost];
     for (const auto& ranks : hostRanks)
       if (ranks.size() > 1)
         for (size_t i = 0; i < ranks.size(); ++i) pairs.emplace_back(ranks[i], ranks[(i + 1) % ranks.size()]);
@@ -194,7 +269,7 @@ int calibrate(const CalibrateOptions& o) {
     }
   }
   {
-    std::vector<std::pair<int, int>> pairs;
+    std::vector<std::pair<int, int>>& pairs = ringOf[hocclLinkIntraSwitch];
     int sendingHosts = 0;
     for (const auto& hosts : hostsOfSwitch) {
       if (hosts.size() < 2) continue;
@@ -210,13 +285,30 @@ int calibrate(const CalibrateOptions& o) {
     }
   }
   if (t.nswitches > 1) {
-    std::vector<std::pair<int, int>> pairs;
+    std::vector<std::pair<int, int>>& pairs = ringOf[hocclLinkInterSwitch];
     for (int s = 0; s < t.nswitches; ++s) {
       const auto &a = switchRanks[s], &b = switchRanks[(s + 1) % t.nswitches];
       for (size_t j = 0; j < std::min(a.size(), b.size()); ++j) pairs.emplace_back(a[j], b[j]);
     }
     m.spine = concurrentRate(job, pairs) / t.nswitches;
     report("spine", "per switch uplink, every switch to the next", pairs.size(), m.spine);
+  }
+  // The per-step cost per class: what a step of an empty message costs with every rank of the class's ring in
+  // it, beyond the lone ping-pong latency (docs/model.md: on the emulated cluster about 1.5 ms against tens of us).
+  for (int c = hocclLinkIntraHost; c < hocclNumLinkClasses; ++c) {
+    if (ringOf[c].empty()) continue;
+    const StepFit f = fitSteps(job, ringOf[c]);
+    m.step[c] = std::max(0.0, f.perStep - m.alpha[c]);
+    const char* name = topo::linkClassName(static_cast<hocclLinkClass_t>(c));
+    source += fmt::format(
+        " {} steps ({} flows) {:.1f} us/step ({:.1f} beyond latency), {:.3f} GB/s per flow, "
+        "{:.1f} us fixed;",
+        name, ringOf[c].size(), f.perStep * 1e6, m.step[c] * 1e6, f.rate / 1e9, f.fixed * 1e6);
+    if (job.rank == 0)
+      fmt::print(
+          "{:>13}: steps of {} flows at once: {:9.1f} us per step ({:.1f} beyond the latency), {:8.3f} GB/s per "
+          "flow, {:.1f} us fixed per series\n",
+          name, ringOf[c].size(), f.perStep * 1e6, m.step[c] * 1e6, f.rate / 1e9, f.fixed * 1e6);
   }
   job.barrier();
   if (job.rank == 0) {
@@ -236,13 +328,14 @@ int validate(const ValidateOptions& o) {
   Job job;
   const topo::Topology& t = job.topology();
   const topo::LinkModel model = linkModel(o.modelFile);
+  const topo::LinkModel runModel = topo::LinkModel::fromParams();  // what the ranks' tuner prices with
   const sched::Coll coll = parseColl(o.coll);
   const char* forced = std::getenv("HOCCL_ALGO");
   nlohmann::json rows = nlohmann::json::array();
   if (job.rank == 0 && !o.json)
-    fmt::print("{} ranks, {} hosts, {} switches; {}; model: {}\n{:>12} {:>10} {:>14} {:>14} {:>8}\n", t.nranks,
+    fmt::print("{} ranks, {} hosts, {} switches; {}; model: {}\n{:>12} {:>10} {:>10} {:>14} {:>14} {:>8}\n", t.nranks,
                t.nhosts, t.nswitches, forced ? fmt::format("HOCCL_ALGO={}", forced) : std::string("tuner's choice"),
-               model.describe(), "bytes", "algorithm", "predicted us", "measured us", "error");
+               model.describe(), "bytes", "algorithm", "chunk", "predicted us", "measured us", "error");
   // The mismatch check (src/comm/call_check.h) adds an exchange before every checked call (by default the first 16
   // of a communicator and every call from 1 MiB); the prediction is the collective alone.
   const int64_t checkMode = params::CHECK_MISMATCH.get();
@@ -254,15 +347,28 @@ int validate(const ValidateOptions& o) {
         checkMode);
   double worst = 0;
   for (size_t bytes : parseSizes(o.sizes)) {
-    sched::CollArgs args{coll, job.rank, t.nranks, countFor(coll, bytes, t.nranks), 0, 0};
+    // The chunk the call is planned with (src/comm/plan.cc): HOCCL_CHUNK_SIZE, or where it is unset the one the
+    // ranks' tuner picks from the model it prices with (HOCCL_MODEL_FILE or the built-in values; not --model).
+    // Until 2026-11-26 the prediction used the algorithm's default chunk instead (HO-Ring: 512 KiB of floats)
+    // while the run used 1 MiB: one chunk at 1 MiB predicted as two.
+    sched::CollArgs args{coll,     job.rank,
+                         t.nranks, countFor(coll, bytes, t.nranks),
+                         0,        std::max<size_t>(1, static_cast<size_t>(params::CHUNK_SIZE.get()) / 4)};
     if (args.count == 0) continue;
     // The prediction: the forced algorithm, else the fastest candidate (what the tuner picks among schedules).
     const algo::Algorithm* alg = nullptr;
     double predicted = 0;
+    size_t chunkBytes = 0;
     for (const algo::Algorithm* a : algo::candidates(args, t)) {
       if (forced && *forced && algo::byName(forced).name != std::string(a->name)) continue;
-      double s = algo::predict(*a, args, t, 4, model).seconds;
-      if (!alg || s < predicted * 0.99) alg = a, predicted = s;
+      sched::CollArgs priced = args;
+      if (!params::CHUNK_SIZE.isSet() && algo::chunkMatters(*a, coll))
+        priced.chunkCount = algo::tune(args, t, 4, {a}, &runModel, true).chunkCount;
+      double s = algo::predict(*a, priced, t, 4, model).seconds;
+      if (!alg || s < predicted * 0.99) {
+        alg = a, predicted = s;
+        chunkBytes = algo::chunkMatters(*a, coll) ? priced.chunkCount * 4 : 0;
+      }
     }
     if (!alg) throw std::runtime_error(fmt::format("no algorithm runs {} here", o.coll));
     const size_t in = sched::bufferCounts(args).input, out = sched::bufferCounts(args).output;
@@ -299,11 +405,13 @@ int validate(const ValidateOptions& o) {
       if (o.json)
         rows.push_back({{"bytes", bytes},
                         {"algorithm", alg->name},
+                        {"chunk_bytes", chunkBytes},
                         {"predicted_s", predicted},
                         {"measured_s", measured},
                         {"error", err}});
       else
-        fmt::print("{:>12} {:>10} {:>14.1f} {:>14.1f} {:>7.1f}%\n", bytes, alg->name, predicted * 1e6, measured * 1e6,
+        fmt::print("{:>12} {:>10} {:>10} {:>14.1f} {:>14.1f} {:>7.1f}%\n", bytes, alg->name,
+                   chunkBytes ? std::to_string(chunkBytes) : std::string("-"), predicted * 1e6, measured * 1e6,
                    err * 100);
     }
   }

@@ -151,7 +151,7 @@ int plan(const PlanOptions& o, const topo::Topology& t, const topo::LinkModel& m
   paro::ModelSize size;
   size.params = size.trainable = static_cast<uint64_t>(params);
   paro::LinkModel links;
-  for (int c = 0; c < hocclNumLinkClasses; ++c) links.alpha[c] = model.alpha[c];
+  for (int c = 0; c < hocclNumLinkClasses; ++c) links.alpha[c] = model.startup(c);
   links.bw[hocclLinkSelf] = model.beta[hocclLinkSelf];
   links.bw[hocclLinkIntraHost] = model.beta[hocclLinkIntraHost];
   links.bw[hocclLinkIntraSwitch] = model.nic;

@@ -73,6 +73,8 @@ PY
 if [ -x "$RUN" ]; then
   "$RUN" -n 2 --timeout 60 -- "$TOOL" calibrate --out "$TMP/cal.json" --iterations 50 >"$TMP/cal.out"
   grep -q "intra-host: rank 0 <-> rank 1" "$TMP/cal.out" || fail "calibrate: $(cat "$TMP/cal.out")"
+  grep -q "intra-host: steps of 2 flows at once: .* us per step" "$TMP/cal.out" ||
+    fail "calibrate: no per-step fit: $(cat "$TMP/cal.out")"
   python3 - "$TMP/cal.json" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
@@ -81,6 +83,9 @@ j = json.load(open(sys.argv[1]))
 assert 0 < j["latency_us"]["intra-host"] < 100000, j
 assert j["bandwidth_GBps"]["intra-host"] > 0.01, j
 assert "measured" in j["source"], j
+# The per-step cost is fitted (>= 0; the classes without peers keep 0) and said where it came from.
+assert 0 <= j["step_us"]["intra-host"] < 1e6 and j["step_us"]["inter-switch"] == 0, j
+assert "intra-host steps (2 flows)" in j["source"], j
 PY
   "$TOOL" predict --shape 1x1x2 --sizes 1M --model "$TMP/cal.json" >/dev/null
   "$RUN" -n 2 --timeout 60 --env HOCCL_ALGO=ring -- "$TOOL" validate --sizes 64K:256K --model "$TMP/cal.json" \
