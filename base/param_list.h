@@ -128,6 +128,10 @@
       "Device buffers of ranks on one host go directly between their devices (CUDA IPC; the simulated device's "       \
       "shared mappings), into STAGING_SLOTS slots of STAGING_CHUNK bytes on the receiver, when both devices reach "    \
       "each other; 0 stages them through pinned host memory. The two ranks of a pair agree on first use")              \
+  STRING(IPC_HANDLE, "auto",                                                                                          \
+         "How a rank's device receive area is shared with a peer on its host for the direct path: fd (cuMem memory, "  \
+         "its POSIX file descriptor passed over a Unix socket), legacy (cudaIpcMemHandle), or auto: fd when the "     \
+         "device can export cuMem memory (the simulated device always can), else legacy")                             \
   /* Identity and topology (topology/, src/comm/topo_probe.cc) */                                                      \
   STRING(HOSTID, "", "Override the host identity (emulate several hosts on one machine)")                              \
   STRING(SWITCH_ID, "", "This rank's switch identity (ranks with equal ids share a switch)")                           \

@@ -38,10 +38,12 @@ using DeviceFallback = std::function<std::unique_ptr<DeviceChannel>()>;
 
 /// Process-wide counts of the device channels' paths (tests assert which path ran; HOCCL_DEBUG=INFO logs each).
 struct DeviceChannelStats {
-  std::atomic<uint64_t> p2pChannels{0};       ///< device channels that agreed on the direct path
-  std::atomic<uint64_t> fallbackChannels{0};  ///< device channels on one host that fell back to staging
-  std::atomic<uint64_t> p2pBytesSent{0};      ///< bytes written into peers' device slots
-  std::atomic<uint64_t> p2pBytesReceived{0};  ///< bytes received through this rank's device slots
+  std::atomic<uint64_t> p2pChannels{0};           ///< device channels that agreed on the direct path
+  std::atomic<uint64_t> fallbackChannels{0};      ///< device channels on one host that fell back to staging
+  std::atomic<uint64_t> p2pBytesSent{0};          ///< bytes written into peers' device slots
+  std::atomic<uint64_t> p2pBytesReceived{0};      ///< bytes received through this rank's device slots
+  std::atomic<uint64_t> fdMappedChannels{0};      ///< direct channels whose peer area was mapped from a passed cuMem fd
+  std::atomic<uint64_t> legacyMappedChannels{0};  ///< direct channels whose peer area came from a legacy IPC handle
 };
 
 /// The counters of this process.

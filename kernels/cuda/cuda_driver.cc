@@ -75,6 +75,18 @@ const Driver& driver() {
     bind(x.lib, "cuDeviceGetPCIBusId", a.deviceGetPCIBusId);
     bind(x.lib, "cuDeviceGetByPCIBusId", a.deviceGetByPCIBusId);
     bind(x.lib, "cuDeviceCanAccessPeer", a.deviceCanAccessPeer);
+    bind(x.lib, "cuDeviceGetAttribute", a.deviceGetAttribute);
+    bind(x.lib, "cuMemCreate", a.memCreate);
+    bind(x.lib, "cuMemRelease", a.memRelease);
+    bind(x.lib, "cuMemAddressReserve", a.memAddressReserve);
+    bind(x.lib, "cuMemAddressFree", a.memAddressFree);
+    bind(x.lib, "cuMemMap", a.memMap);
+    bind(x.lib, "cuMemUnmap", a.memUnmap);
+    bind(x.lib, "cuMemSetAccess", a.memSetAccess);
+    bind(x.lib, "cuMemGetAllocationGranularity", a.memGetAllocationGranularity);
+    bind(x.lib, "cuMemExportToShareableHandle", a.memExportToShareableHandle);
+    bind(x.lib, "cuMemImportFromShareableHandle", a.memImportFromShareableHandle);
+    bind(x.lib, "cuMemRetainAllocationHandle", a.memRetainAllocationHandle);
     a.getErrorString = x.getErrorString;
     return x;
   }();

@@ -30,6 +30,30 @@ struct CuIpcMemHandle {
   char reserved[64];  ///< the driver's bytes
 };
 
+/// CUmemLocation (cuda.h's layout; checked against cuda.h by kernels/cuda/link_check.cu on nvcc builds).
+struct CuMemLocation {
+  int type = 0;  ///< CUmemLocationType: 1 = a device
+  int id = 0;    ///< the device ordinal
+};
+/// CUmemAllocationProp (cuda.h's layout).
+struct CuMemAllocationProp {
+  int type = 0;                         ///< CUmemAllocationType: 1 = pinned
+  int requestedHandleTypes = 0;         ///< CUmemAllocationHandleType bits: 1 = POSIX file descriptor
+  CuMemLocation location;               ///< where the memory lives
+  void* win32HandleMetaData = nullptr;  ///< zero on POSIX
+  struct {
+    unsigned char compressionType = 0;       ///< 0: not compressible
+    unsigned char gpuDirectRDMACapable = 0;  ///< 0
+    unsigned short usage = 0;                ///< 0
+    unsigned char reserved[4] = {};          ///< zero
+  } allocFlags;                              ///< CUmemAllocationProp::allocFlags
+};
+/// CUmemAccessDesc (cuda.h's layout).
+struct CuMemAccessDesc {
+  CuMemLocation location;  ///< who gets the access
+  int flags = 0;           ///< CUmemAccess_flags: 3 = read-write
+};
+
 /// The driver entry points the CUDA device (kernels/device/cuda_device.cc) uses, bound by name at load time; a
 /// member is null when this driver lacks it. Types follow cuda.h's ABI: CUresult is int, CUdeviceptr an unsigned
 /// long long, handles are pointers.
@@ -65,6 +89,22 @@ struct DriverApi {
   int (*deviceGetPCIBusId)(char*, int, int) = nullptr;                                    ///< cuDeviceGetPCIBusId
   int (*deviceGetByPCIBusId)(int*, const char*) = nullptr;                                ///< cuDeviceGetByPCIBusId
   int (*deviceCanAccessPeer)(int*, int, int) = nullptr;                                   ///< cuDeviceCanAccessPeer
+  int (*deviceGetAttribute)(int*, int, int) = nullptr;                                    ///< cuDeviceGetAttribute
+  int (*memCreate)(unsigned long long*, size_t, const CuMemAllocationProp*,
+                   unsigned long long) = nullptr;   ///< cuMemCreate
+  int (*memRelease)(unsigned long long) = nullptr;  ///< cuMemRelease
+  int (*memAddressReserve)(unsigned long long*, size_t, size_t, unsigned long long,
+                           unsigned long long) = nullptr;       ///< cuMemAddressReserve
+  int (*memAddressFree)(unsigned long long, size_t) = nullptr;  ///< cuMemAddressFree
+  int (*memMap)(unsigned long long, size_t, size_t, unsigned long long, unsigned long long) = nullptr;  ///< cuMemMap
+  int (*memUnmap)(unsigned long long, size_t) = nullptr;                                                ///< cuMemUnmap
+  int (*memSetAccess)(unsigned long long, size_t, const CuMemAccessDesc*, size_t) = nullptr;  ///< cuMemSetAccess
+  int (*memGetAllocationGranularity)(size_t*, const CuMemAllocationProp*,
+                                     int) = nullptr;  ///< cuMemGetAllocationGranularity
+  int (*memExportToShareableHandle)(void*, unsigned long long, int,
+                                    unsigned long long) = nullptr;                 ///< cuMemExportToShareableHandle
+  int (*memImportFromShareableHandle)(unsigned long long*, void*, int) = nullptr;  ///< cuMemImportFromShareableHandle
+  int (*memRetainAllocationHandle)(unsigned long long*, void*) = nullptr;          ///< cuMemRetainAllocationHandle
 };
 
 /// The driver's entry points, or null without libcuda.so.1.

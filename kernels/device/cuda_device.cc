@@ -9,7 +9,10 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
 
@@ -29,6 +32,14 @@ constexpr unsigned kEventDisableTiming = 0x2;   // CU_EVENT_DISABLE_TIMING
 constexpr unsigned kStreamNonBlocking = 0x1;    // CU_STREAM_NON_BLOCKING
 constexpr unsigned kIpcLazyPeerAccess = 0x1;    // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
 constexpr int kNotReady = 600;                  // CUDA_ERROR_NOT_READY
+// cuMem (virtual memory management) constants, checked against cuda.h by kernels/cuda/link_check.cu.
+constexpr int kAllocPinned = 1;             // CU_MEM_ALLOCATION_TYPE_PINNED
+constexpr int kHandlePosixFd = 1;           // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+constexpr int kLocationDevice = 1;          // CU_MEM_LOCATION_TYPE_DEVICE
+constexpr int kAccessReadWrite = 3;         // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+constexpr int kGranularityRecommended = 1;  // CU_MEM_ALLOC_GRANULARITY_RECOMMENDED
+constexpr int kAttrVmm = 102;               // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+constexpr int kAttrPosixFd = 103;           // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
 
 // The plugin's launchers (kernels/cuda/reduce_cuda.h).
 struct Kernels {
@@ -91,6 +102,8 @@ class CudaDevice final : public Device {
   void free(void* ptr) override {
     if (!ptr) return;
     bind();
+    VmmMapping m;
+    if (takeMapping(ptr, false, &m)) return unmapVmm(m, "free");
     check(api_.memFree(addr(ptr)), fmt::format("cuMemFree of {}", ptr));
   }
   bool owns(const void* ptr) const override {
@@ -232,10 +245,98 @@ class CudaDevice final : public Device {
   }
   void closeHandle(void* ptr) override {
     bind();
+    VmmMapping m;
+    if (takeMapping(ptr, true, &m)) return unmapVmm(m, "closeHandle");
     unsigned long long base = 0;
     size_t size = 0;
     check(api_.memGetAddressRange(&base, &size, addr(ptr)), "cuMemGetAddressRange");
     check(api_.ipcCloseMemHandle(base), "cuIpcCloseMemHandle");
+  }
+
+  // cuMem allocations with POSIX file descriptor handles (what NCCL's ncclMemAlloc makes): the physical memory is
+  // cuMemCreate'd, mapped into a reserved range and made read-write for this device; an importer maps the same
+  // physical memory from the descriptor into a range of its own.
+  bool fdHandles() const override {
+    if (!api_.memCreate || !api_.memRelease || !api_.memAddressReserve || !api_.memAddressFree || !api_.memMap ||
+        !api_.memUnmap || !api_.memSetAccess || !api_.memGetAllocationGranularity || !api_.memExportToShareableHandle ||
+        !api_.memImportFromShareableHandle || !api_.memRetainAllocationHandle || !api_.deviceGetAttribute)
+      return false;
+    int dev = 0, vmm = 0, fd = 0;
+    return api_.deviceGet(&dev, ordinal_) == 0 && api_.deviceGetAttribute(&vmm, kAttrVmm, dev) == 0 && vmm != 0 &&
+           api_.deviceGetAttribute(&fd, kAttrPosixFd, dev) == 0 && fd != 0;
+  }
+  void* mallocShareable(size_t bytes) override {
+    if (!fdHandles())
+      throw Error(hocclUnhandledCudaError,
+                  name() + ": this driver or device cannot allocate cuMem memory with POSIX file descriptor handles");
+    bind();
+    const cuda::CuMemAllocationProp prop = allocationProp();
+    size_t gran = 0;
+    check(api_.memGetAllocationGranularity(&gran, &prop, kGranularityRecommended), "cuMemGetAllocationGranularity");
+    if (gran == 0) gran = size_t{2} << 20;
+    const size_t size = (std::max<size_t>(bytes, 1) + gran - 1) / gran * gran;
+    unsigned long long handle = 0;
+    check(api_.memCreate(&handle, size, &prop, 0), fmt::format("cuMemCreate of {} bytes", size));
+    try {
+      const unsigned long long base = mapVmm(handle, size, gran);
+      api_.memRelease(handle);  // the mapping keeps the memory alive until cuMemUnmap
+      std::lock_guard<std::mutex> l(mu_);
+      vmm_[base] = VmmMapping{base, size, false};
+      return reinterpret_cast<void*>(base);
+    } catch (...) {
+      api_.memRelease(handle);
+      throw;
+    }
+  }
+  bool shareable(const void* ptr) const override {
+    std::lock_guard<std::mutex> l(mu_);
+    const VmmMapping* m = findMapping(ptr);
+    return m && !m->imported;
+  }
+  int exportFd(const void* ptr, IpcHandle* where) override {
+    bind();
+    VmmMapping m;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      const VmmMapping* found = findMapping(ptr);
+      if (!found || found->imported)
+        throw Error(hocclInvalidArgument,
+                    fmt::format("{}: {} is not in a cuMem allocation of this process (mallocShareable)", name(), ptr));
+      m = *found;
+    }
+    unsigned long long handle = 0;
+    check(api_.memRetainAllocationHandle(&handle, reinterpret_cast<void*>(m.base)), "cuMemRetainAllocationHandle");
+    int fd = -1;
+    const int r = api_.memExportToShareableHandle(&fd, handle, kHandlePosixFd, 0);
+    api_.memRelease(handle);  // balances the retain
+    check(r, "cuMemExportToShareableHandle (POSIX file descriptor)");
+    *where = IpcHandle{};
+    where->size = m.size;
+    where->offset = addr(ptr) - m.base;
+    return fd;
+  }
+  void* importFd(int fd, size_t size, size_t offset) override {
+    bind();
+    if (size == 0 || offset >= size)
+      throw Error(hocclInvalidArgument, fmt::format("{}: importFd of {} bytes at offset {}", name(), size, offset));
+    unsigned long long handle = 0;
+    check(api_.memImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)),
+                                            kHandlePosixFd),
+          "cuMemImportFromShareableHandle (POSIX file descriptor)");
+    try {
+      const cuda::CuMemAllocationProp prop = allocationProp();
+      size_t gran = 0;
+      check(api_.memGetAllocationGranularity(&gran, &prop, kGranularityRecommended), "cuMemGetAllocationGranularity");
+      // cuMemMap fails when size exceeds the imported allocation, so nothing past its end is ever mapped.
+      const unsigned long long base = mapVmm(handle, size, gran == 0 ? size_t{2} << 20 : gran);
+      api_.memRelease(handle);
+      std::lock_guard<std::mutex> l(mu_);
+      vmm_[base] = VmmMapping{base, size, true};
+      return reinterpret_cast<char*>(base) + offset;
+    } catch (...) {
+      api_.memRelease(handle);
+      throw;
+    }
   }
 
   std::string peerKey() const override {
@@ -256,6 +357,64 @@ class CudaDevice final : public Device {
   }
 
  private:
+  struct VmmMapping {  // a range mapped with cuMemMap: this process's mallocShareable or an importFd
+    unsigned long long base = 0;
+    size_t size = 0;
+    bool imported = false;
+  };
+
+  cuda::CuMemAllocationProp allocationProp() const {
+    cuda::CuMemAllocationProp prop;
+    prop.type = kAllocPinned;
+    prop.requestedHandleTypes = kHandlePosixFd;
+    prop.location.type = kLocationDevice;
+    int dev = 0;
+    api_.deviceGet(&dev, ordinal_);
+    prop.location.id = dev;
+    return prop;
+  }
+  // Reserves a range, maps handle's first size bytes there and makes it read-write for this device.
+  unsigned long long mapVmm(unsigned long long handle, size_t size, size_t align) {
+    unsigned long long base = 0;
+    check(api_.memAddressReserve(&base, size, align, 0, 0), fmt::format("cuMemAddressReserve of {} bytes", size));
+    int r = api_.memMap(base, size, 0, handle, 0);
+    if (r != 0) {
+      api_.memAddressFree(base, size);
+      check(r, fmt::format("cuMemMap of {} bytes", size));
+    }
+    cuda::CuMemAccessDesc access;
+    access.location = allocationProp().location;
+    access.flags = kAccessReadWrite;
+    r = api_.memSetAccess(base, size, &access, 1);
+    if (r != 0) {
+      api_.memUnmap(base, size);
+      api_.memAddressFree(base, size);
+      check(r, "cuMemSetAccess (read-write for this device)");
+    }
+    return base;
+  }
+  void unmapVmm(const VmmMapping& m, const char* what) {
+    check(api_.memUnmap(m.base, m.size), fmt::format("{}: cuMemUnmap of {} bytes", what, m.size));
+    check(api_.memAddressFree(m.base, m.size), fmt::format("{}: cuMemAddressFree", what));
+  }
+  // The cuMem mapping holding ptr, or null (caller holds mu_).
+  const VmmMapping* findMapping(const void* ptr) const {
+    auto it = vmm_.upper_bound(addr(ptr));
+    if (it == vmm_.begin()) return nullptr;
+    --it;
+    return addr(ptr) < it->first + it->second.size ? &it->second : nullptr;
+  }
+  // Removes the cuMem mapping that ptr starts (free: this process's, at its base) or lies in (closeHandle: an
+  // imported one); false when ptr is not one.
+  bool takeMapping(const void* ptr, bool imported, VmmMapping* out) {
+    std::lock_guard<std::mutex> l(mu_);
+    const VmmMapping* m = findMapping(ptr);
+    if (!m || m->imported != imported || (!imported && m->base != addr(ptr))) return false;
+    *out = *m;
+    vmm_.erase(m->base);
+    return true;
+  }
+
   static unsigned long long addr(const void* p) { return reinterpret_cast<unsigned long long>(p); }
   // Makes the primary context current on the calling thread (cheap when it already is).
   void bind() const { api_.ctxSetCurrent(ctx_); }
@@ -279,6 +438,8 @@ class CudaDevice final : public Device {
   int ordinal_;
   void* ctx_;
   std::string name_;
+  mutable std::mutex mu_;
+  std::map<unsigned long long, VmmMapping> vmm_;  // cuMem mappings by base address
 };
 
 }  // namespace

@@ -26,8 +26,8 @@ using Stream = void*;
 /// An event handle (a CUevent for CUDA).
 using Event = void*;
 
-/// What a peer on the same host needs to map a device allocation (a shm segment name for the sim, a
-/// CUipcMemHandle for CUDA), plus the offset of the exported pointer inside it.
+/// What a peer on the same host needs to map a device allocation through exportHandle/importHandle (the owner's pid
+/// and memfd for the sim, a CUipcMemHandle for CUDA), plus the allocation's size and the exported pointer's offset.
 struct IpcHandle {
   char bytes[64] = {};  ///< implementation-defined, opaque
   size_t size = 0;      ///< bytes of the allocation
@@ -110,8 +110,27 @@ class Device {
   virtual IpcHandle exportHandle(const void* ptr) = 0;
   /// Maps a peer's exported allocation; returns the pointer the peer exported (its offset applied).
   virtual void* importHandle(const IpcHandle& handle) = 0;
-  /// Unmaps a pointer of importHandle.
+  /// Unmaps a pointer of importHandle or importFd.
   virtual void closeHandle(void* ptr) = 0;
+
+  /// True when this device can allocate memory that exports as a POSIX file descriptor (CUDA: the driver has the
+  /// cuMem virtual memory calls and the device supports CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR; the simulated
+  /// device: always, its memory is memfd).
+  virtual bool fdHandles() const = 0;
+  /// Allocates bytes of device memory exportable with exportFd (CUDA: cuMemCreate asking for POSIX file descriptor
+  /// handles, reserved, mapped and made read-write for this device, as NCCL's ncclMemAlloc does). free() releases
+  /// it. Throws when fdHandles() is false.
+  virtual void* mallocShareable(size_t bytes) = 0;
+  /// True when ptr lies in an allocation of mallocShareable of this process.
+  virtual bool shareable(const void* ptr) const = 0;
+  /// Exports the mallocShareable allocation holding ptr as a new file descriptor that the caller owns and closes
+  /// (CUDA: cuMemRetainAllocationHandle + cuMemExportToShareableHandle); *where gets the allocation's size and ptr's
+  /// offset in it (its bytes are unused). The descriptor is meant for a peer on this host (SCM_RIGHTS).
+  virtual int exportFd(const void* ptr, IpcHandle* where) = 0;
+  /// Maps a peer's allocation from a descriptor of its exportFd (received over a Unix socket): `size` bytes from
+  /// its start, returning the start plus `offset`. Refuses (throws, maps nothing) a descriptor whose allocation is
+  /// smaller than size. The descriptor stays the caller's (close it after). closeHandle unmaps.
+  virtual void* importFd(int fd, size_t size, size_t offset) = 0;
   /// What a peer process on this host passes to canAccessPeer to learn whether this device's memory, mapped through
   /// an IPC handle, is reachable from its device: "sim" for the simulated device, the PCI bus id for CUDA.
   virtual std::string peerKey() const = 0;

@@ -16,6 +16,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -128,7 +129,8 @@ struct Allocation {
   size_t mapped = 0;  // bytes mapped
   int fd = -1;        // memfd of an own allocation, -1 for an imported one
   bool imported = false;
-  char* rw = nullptr;  // the device view (read-write); the same address as the allocation's when not strict
+  bool shareable = false;  // from mallocShareable: exportable as a file descriptor
+  char* rw = nullptr;      // the device view (read-write); the same address as the allocation's when not strict
 };
 
 // Maps `bytes` of fd twice in strict mode (a no-access view for everybody, returned, and the read-write device view,
@@ -159,7 +161,9 @@ class SimDevice final : public Device {
   int ordinal() const override { return 0; }
   bool hostAccessible() const override { return !strict_; }
 
-  void* malloc(size_t bytes) override {
+  void* malloc(size_t bytes) override { return allocate(bytes, false); }
+
+  void* allocate(size_t bytes, bool shareable) {
     const size_t mapped = (bytes + kPage - 1) / kPage * kPage + (bytes == 0 ? kPage : 0);
     int fd = memfd_create("hoccl-simdev", MFD_CLOEXEC);
     if (fd < 0) throwSystemError("simulated device: memfd_create for a device allocation", errno);
@@ -176,7 +180,7 @@ class SimDevice final : public Device {
       throwSystemError(fmt::format("simulated device: cannot map a device allocation of {} bytes", bytes), err);
     }
     std::lock_guard<std::mutex> l(mu_);
-    allocs_[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, mapped, fd, false, rw};
+    allocs_[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, mapped, fd, false, shareable, rw};
     return p;
   }
 
@@ -360,7 +364,7 @@ class SimDevice final : public Device {
     close(local);
     if (p == MAP_FAILED) throwSystemError("simulated device: cannot map a peer's device allocation " + path, err);
     std::lock_guard<std::mutex> l(mu_);
-    allocs_[reinterpret_cast<uintptr_t>(p)] = Allocation{handle.size, handle.size, -1, true, rw};
+    allocs_[reinterpret_cast<uintptr_t>(p)] = Allocation{handle.size, handle.size, -1, true, false, rw};
     return static_cast<char*>(p) + handle.offset;
   }
 
@@ -378,6 +382,54 @@ class SimDevice final : public Device {
       allocs_.erase(it);
     }
     unmapViews(reinterpret_cast<void*>(base), a);
+  }
+
+  // cuMem file descriptors, simulated: the memfd itself travels (dup'ed for the caller), and the importer maps it
+  // as it would a legacy handle, after checking that the file is as large as the exporter said.
+  bool fdHandles() const override { return true; }
+  void* mallocShareable(size_t bytes) override { return allocate(bytes, true); }
+  bool shareable(const void* ptr) const override {
+    const auto addr = reinterpret_cast<uintptr_t>(ptr);
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = allocs_.upper_bound(addr);
+    if (it == allocs_.begin()) return false;
+    --it;
+    return it->second.shareable && addr < it->first + std::max<size_t>(it->second.size, 1);
+  }
+  int exportFd(const void* ptr, IpcHandle* where) override {
+    const auto addr = reinterpret_cast<uintptr_t>(ptr);
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = allocs_.upper_bound(addr);
+    if (it != allocs_.begin()) --it;
+    if (it == allocs_.end() || !it->second.shareable || addr < it->first ||
+        addr >= it->first + std::max<size_t>(it->second.size, 1))
+      throwInvalidArgument(
+          fmt::format("simulated device: {} is not in a shareable device allocation of this process (exportFd "
+                      "takes memory of mallocShareable, as cuMemExportToShareableHandle takes cuMemCreate's)",
+                      ptr));
+    const int fd = fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) throwSystemError("simulated device: duplicating a device allocation's descriptor for export", errno);
+    *where = IpcHandle{};
+    where->size = it->second.mapped;
+    where->offset = addr - it->first;
+    return fd;
+  }
+  void* importFd(int fd, size_t size, size_t offset) override {
+    struct stat st {};
+    if (fstat(fd, &st) != 0)
+      throwSystemError("simulated device: fstat of a peer's device allocation descriptor", errno);
+    // A mapping past the end of the file would fault on first touch: refuse it before mapping anything.
+    if (size == 0 || offset >= size || static_cast<uint64_t>(st.st_size) < size)
+      throwInvalidArgument(
+          fmt::format("simulated device: a peer's device allocation descriptor holds {} bytes, but {} bytes (offset "
+                      "{}) were to be mapped from it",
+                      static_cast<long long>(st.st_size), size, offset));
+    char* rw = nullptr;
+    void* p = mapViews(fd, size, strict_, &rw);
+    if (p == MAP_FAILED) throwSystemError("simulated device: cannot map a peer's device allocation descriptor", errno);
+    std::lock_guard<std::mutex> l(mu_);
+    allocs_[reinterpret_cast<uintptr_t>(p)] = Allocation{size, size, -1, true, false, rw};
+    return static_cast<char*>(p) + offset;
   }
 
   std::string peerKey() const override { return "sim"; }

@@ -16,7 +16,7 @@
 // HOCCL_DEVICE_P2P=0 on rank R only: R and its peers fall back to staging, and R moves no direct byte).
 //
 // Usage: mp_collectives --ranks N --transport shm|tcp|ucx [--large] [--device] [--registered all|some]
-//            [--hosts H] [--expect-path p2p|staged|hier|asym] [--p2p-off-rank R]
+//            [--hosts H] [--expect-path p2p|staged|hier|asym] [--expect-handle fd|legacy] [--p2p-off-rank R]
 //            [--check-shm-release] (HOCCL_MAX_CONNS over shm: shm_release.h)
 //        mp_collectives --ranks N --transport shm|tcp|ucx --soak CALLS [--seed S]
 //            a soak instead: CALLS collectives of random kind, type, op, root and small count (0..4096 elements,
@@ -57,6 +57,7 @@ bool gDevice = false;             // --device: device buffers, stream-ordered ca
 int gRegistered = 0;              // --registered all|some: 1 every rank's buffers, 2 even ranks' only, from MemAlloc
 hocclStream_t gStream = nullptr;  // this rank's stream in device mode
 std::string gExpectPath;          // --expect-path: which device path must have run
+std::string gExpectHandle;        // --expect-handle fd|legacy: how the direct path's peer areas must have been mapped
 int gP2pOffRank = -1;             // --p2p-off-rank: the rank with HOCCL_DEVICE_P2P=0
 bool gCheckShmRelease = false;    // --check-shm-release: after the matrix, only the ring neighbours' slots stay mapped
 
@@ -73,6 +74,13 @@ int checkDevicePath(int rank, int n) {
     return fail(rank, "the direct device path ran where device buffers must be staged" + counts);
   if (gExpectPath == "hier" && (p2p == 0 || in == 0 || fallback != 0))
     return fail(rank, "the host's peers did not use the direct device path" + counts);
+  const uint64_t fdMapped = st.fdMappedChannels, legacyMapped = st.legacyMappedChannels;
+  if (gExpectHandle == "fd" && (fdMapped != p2p || legacyMapped != 0))
+    return fail(rank, "a direct channel's peer area was not mapped from a passed cuMem descriptor" + counts + " (fd " +
+                          std::to_string(fdMapped) + ", legacy " + std::to_string(legacyMapped) + ")");
+  if (gExpectHandle == "legacy" && (legacyMapped != p2p || fdMapped != 0))
+    return fail(rank, "a direct channel's peer area was not mapped from a legacy IPC handle" + counts + " (fd " +
+                          std::to_string(fdMapped) + ", legacy " + std::to_string(legacyMapped) + ")");
   if (gExpectPath == "asym") {
     if (rank == gP2pOffRank && (p2p != 0 || in != 0 || fallback == 0))
       return fail(rank, "HOCCL_DEVICE_P2P=0 here, yet the direct device path ran or nothing fell back" + counts);
@@ -505,6 +513,7 @@ int main(int argc, char** argv) {
     else if (a == "--registered" && i + 1 < argc) gRegistered = std::string(argv[++i]) == "some" ? 2 : 1;
     else if (a == "--hosts" && i + 1 < argc) hosts = std::atoi(argv[++i]);
     else if (a == "--expect-path" && i + 1 < argc) gExpectPath = argv[++i];
+    else if (a == "--expect-handle" && i + 1 < argc) gExpectHandle = argv[++i];
     else if (a == "--p2p-off-rank" && i + 1 < argc) gP2pOffRank = std::atoi(argv[++i]);
     else if (a == "--check-shm-release") gCheckShmRelease = true;
   }

@@ -18,6 +18,7 @@ using namespace hoccl;
 using transport::Channel;
 using transport::DeviceChannel;
 using transport::RecvTarget;
+using transport::cuda_ipc::HandleMode;
 using transport::cuda_ipc::IpcChannel;
 
 namespace {
@@ -110,11 +111,15 @@ std::vector<float> iota(size_t n, float base) {
 }  // namespace
 
 TEST_CASE("direct device channel: pieces through the peer's slots, a receive posted after its data", "[cuda_ipc]") {
+  // Both ways of sharing the slot areas: a legacy handle, and a cuMem descriptor passed over a Unix socket.
+  const HandleMode handles = GENERATE(HandleMode::Legacy, HandleMode::Fd, HandleMode::Auto);
+  auto& stats = transport::deviceChannelStats();
+  const uint64_t fdBefore = stats.fdMappedChannels, legacyBefore = stats.legacyMappedChannels;
   auto dev = device::makeSimDevice();
   Pipe p01, p10;
   FakeWire w0(1, p10, p01), w1(0, p01, p10);
-  IpcChannel c0(w0, *dev, 0, 1, true, 4096, 2, noFallback());
-  IpcChannel c1(w1, *dev, 1, 0, true, 4096, 2, noFallback());
+  IpcChannel c0(w0, *dev, 0, 1, true, 4096, 2, noFallback(), handles);
+  IpcChannel c1(w1, *dev, 1, 0, true, 4096, 2, noFallback(), handles);
   CHECK(std::string(c0.path()) == "negotiating");
 
   const size_t nA = 3 * 1024 + 25, nB = 2 * 1024 + 2;  // floats: 4 and 3 pieces of 4096 bytes, odd tails
@@ -141,6 +146,10 @@ TEST_CASE("direct device channel: pieces through the peer's slots, a receive pos
   drive(c0, c1, [&] { return c0.pending() == 0; });
   CHECK(std::string(c0.path()) == "p2p");
   CHECK(std::string(c1.path()) == "p2p");
+  // Auto takes descriptors on the simulated device (its memory is always cuMem-like, as on a GPU with cuMem).
+  const bool fd = handles != HandleMode::Legacy;
+  CHECK(stats.fdMappedChannels - fdBefore == (fd ? 2u : 0u));
+  CHECK(stats.legacyMappedChannels - legacyBefore == (fd ? 0u : 2u));
   CHECK(c1.pending() > 0);  // its send waits for rank 0's receive
   c0.postRecvReduce(r0, local0, nB, hocclFloat, kernels::BinOp::Sum);
   drive(c0, c1, [&] { return c0.pending() == 0 && c1.pending() == 0; });

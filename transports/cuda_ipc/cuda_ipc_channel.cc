@@ -17,6 +17,7 @@
  */
 #include "transports/cuda_ipc/cuda_ipc_channel.h"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,8 +31,15 @@
 
 namespace hoccl::transport::cuda_ipc {
 
+HandleMode parseHandleMode(const std::string& text) {
+  if (text.empty() || text == "auto") return HandleMode::Auto;
+  if (text == "legacy") return HandleMode::Legacy;
+  if (text == "fd") return HandleMode::Fd;
+  throwInvalidArgument(fmt::format("HOCCL_IPC_HANDLE={} is not auto, legacy or fd", text));
+}
+
 IpcChannel::IpcChannel(Channel& wire, device::Device& dev, int rank, int peer, bool willing, size_t slotBytes,
-                       size_t slots, DeviceFallback fallback)
+                       size_t slots, DeviceFallback fallback, HandleMode handles)
     : wire_(wire), dev_(dev), rank_(rank), willing_(willing), makeFallback_(std::move(fallback)), slotBytes_(slotBytes),
       slots_(slots) {
   if (wire.peer() != peer)
@@ -46,8 +54,7 @@ IpcChannel::IpcChannel(Channel& wire, device::Device& dev, int rank, int peer, b
   std::strncpy(h.deviceKey, key.c_str(), sizeof h.deviceKey - 1);
   if (willing_) {
     try {
-      area_ = static_cast<char*>(dev_.malloc(slotBytes_ * slots_));
-      h.area = dev_.exportHandle(area_);
+      exportArea(handles, &h);
     } catch (const Error& e) {
       HOCCL_WARN(kNet,
                  "rank {} -> rank {}: cannot export a device receive area of {} bytes for the direct device path ({}); "
@@ -63,6 +70,30 @@ IpcChannel::IpcChannel(Channel& wire, device::Device& dev, int rank, int peer, b
   sendFrame(&h, sizeof h);
 }
 
+// Allocates this rank's receive area and exports it: cuMem memory (the kind ncclMemAlloc gives) is exported as a
+// POSIX file descriptor behind a Unix socket, other memory as a legacy IPC handle.
+void IpcChannel::exportArea(HandleMode handles, Hello* h) {
+  const size_t bytes = slotBytes_ * slots_;
+  if (handles == HandleMode::Fd && !dev_.fdHandles())
+    throw Error(hocclInvalidUsage, fmt::format("HOCCL_IPC_HANDLE=fd, but {} cannot export cuMem memory as a POSIX "
+                                               "file descriptor",
+                                               dev_.name()));
+  const bool cuMem = handles == HandleMode::Fd || (handles == HandleMode::Auto && dev_.fdHandles());
+  area_ = static_cast<char*>(cuMem ? dev_.mallocShareable(bytes) : dev_.malloc(bytes));
+  if (handles != HandleMode::Legacy && dev_.shareable(area_)) {
+    exportFd_ = net::Fd(dev_.exportFd(area_, &h->area));
+    nonce_ = fdNonce();
+    fdServer_ = std::make_unique<FdServer>(rank_, wire_.peer(), nonce_);
+    myKind_ = HandleKind::Fd;
+    h->nonce = nonce_;
+    myArea_ = h->area;
+  } else {
+    h->area = dev_.exportHandle(area_);
+    myKind_ = HandleKind::Legacy;
+  }
+  h->handleKind = myKind_;
+}
+
 IpcChannel::~IpcChannel() {
   fallback_.reset();
   try {
@@ -73,6 +104,9 @@ IpcChannel::~IpcChannel() {
 }
 
 void IpcChannel::release() {
+  fdServer_.reset();
+  fdClient_.reset();
+  exportFd_.reset();
   try {
     for (device::Event e : sendEvents_) dev_.destroyEvent(e);
     for (device::Event e : recvEvents_) dev_.destroyEvent(e);
@@ -193,8 +227,9 @@ void IpcChannel::onFrame(const Frame& f) {
                                  rank_, peer(), static_cast<unsigned>(kind), path()));
 }
 
+// Round 2: whether this rank can map the peer's area. A legacy handle is mapped at once; a descriptor is first
+// fetched over the peer's Unix socket (fetchPeerFd, from progress), and the verdict waits for it.
 void IpcChannel::decideRound2() {
-  bool ok = false;
   std::string why;
   const Hello& h = helloIn_;
   if (!willing_) {
@@ -208,24 +243,87 @@ void IpcChannel::decideRound2() {
                       h.slotBytes);
   } else if (!dev_.canAccessPeer(h.deviceKey)) {
     why = fmt::format("{} cannot reach rank {}'s device {} (no peer access)", dev_.name(), peer(), h.deviceKey);
-  } else {
+  } else if (h.handleKind == HandleKind::Fd) {
+    try {
+      fdClient_ = std::make_unique<FdClient>(rank_, peer(), h.pid, h.nonce);
+      return;  // decided once the descriptor is here (fetchPeerFd)
+    } catch (const Error& e) {
+      if (e.code() == hocclRemoteError) throw;  // the peer died: no fallback can help
+      why = e.what();
+    }
+  } else if (h.handleKind == HandleKind::Legacy) {
     try {
       peerArea_ = static_cast<char*>(dev_.importHandle(h.area));
-      const size_t need = h.slotBytes * h.slots;
-      if (h.area.offset > h.area.size || h.area.size - h.area.offset < need)
-        why = fmt::format("rank {} published {} bytes of receive area, but its handle maps only {} bytes", peer(), need,
-                          h.area.size > h.area.offset ? h.area.size - h.area.offset : 0);
-      else ok = true;
+      mappedKind_ = HandleKind::Legacy;
     } catch (const Error& e) {
       why = fmt::format("mapping rank {}'s receive area failed: {}", peer(), e.what());
     }
+  } else {
+    why = fmt::format("rank {} exports its area with an unknown kind of handle ({})", peer(),
+                      static_cast<unsigned>(h.handleKind));
   }
+  finishRound2(std::move(why));
+}
+
+// Polls for the peer's descriptor; once here, checks its offer against the peer's Hello (both sides agree on the
+// allocation's size and the area's offset before anything is mapped), maps it and decides.
+bool IpcChannel::fetchPeerFd() {
+  FdOffer offer;
+  net::Fd fd;
+  std::string why;
+  try {
+    if (!fdClient_->poll(&offer, &fd)) return false;
+  } catch (const Error& e) {
+    if (e.code() == hocclRemoteError) throw;
+    why = e.what();
+  }
+  fdClient_.reset();
+  const Hello& h = helloIn_;
+  if (why.empty() && (offer.magic != kFdOfferMagic || offer.rank != peer() || offer.peer != rank_ ||
+                      offer.nonce != h.nonce || offer.size != h.area.size || offer.offset != h.area.offset)) {
+    why = fmt::format(
+        "rank {}'s descriptor came with an offer that does not match its hello (rank {} for rank {}, "
+        "{} bytes at offset {}; the hello said {} bytes at offset {})",
+        peer(), offer.rank, offer.peer, offer.size, offer.offset, h.area.size, h.area.offset);
+    HOCCL_WARN(kNet, "rank {}: {}", rank_, why);
+  }
+  if (why.empty()) {
+    try {
+      peerArea_ = static_cast<char*>(dev_.importFd(fd.get(), offer.size, offer.offset));
+      mappedKind_ = HandleKind::Fd;
+    } catch (const Error& e) {
+      why = fmt::format("mapping rank {}'s receive area from its cuMem descriptor failed: {}", peer(), e.what());
+    }
+  }
+  finishRound2(std::move(why));
+  return true;
+}
+
+void IpcChannel::finishRound2(std::string why) {
+  const Hello& h = helloIn_;
+  if (why.empty()) {
+    const size_t need = h.slotBytes * h.slots;
+    if (h.area.offset > h.area.size || h.area.size - h.area.offset < need)
+      why = fmt::format("rank {} published {} bytes of receive area, but its handle maps only {} bytes", peer(), need,
+                        h.area.size > h.area.offset ? h.area.size - h.area.offset : 0);
+  }
+  const bool ok = why.empty();
   myOk_ = ok;
   if (!ok) HOCCL_INFO(kNet, "rank {} -> rank {}: no direct device path: {}", rank_, peer(), why);
   Verdict v;
   v.ok = ok ? 1 : 0;
   sendFrame(&v, sizeof v);
   verdictSent_ = true;
+}
+
+// Passes this rank's descriptor once the peer connected; true when it did just now.
+bool IpcChannel::serveFd() {
+  if (!fdServer_ || !helloArrived_) return false;  // the peer's pid, which alone may connect, is in its Hello
+  const FdOffer offer{kFdOfferMagic, rank_, peer(), nonce_, myArea_.size, myArea_.offset};
+  if (!fdServer_->poll(exportFd_.get(), offer, helloIn_.pid)) return false;
+  fdServer_.reset();
+  exportFd_.reset();
+  return true;
 }
 
 void IpcChannel::settle() {
@@ -245,10 +343,12 @@ void IpcChannel::settle() {
     }
     state_ = State::Direct;
     ++stats.p2pChannels;
+    ++(mappedKind_ == HandleKind::Fd ? stats.fdMappedChannels : stats.legacyMappedChannels);
     HOCCL_INFO(kNet,
                "rank {} -> rank {} (pid {}): device buffers go directly between the devices ({} slots of {} bytes "
-               "there, {} of {} here)",
-               rank_, peer(), helloIn_.pid, peerSlots_, peerSlotBytes_, slots_, slotBytes_);
+               "there, mapped from {}; {} of {} here)",
+               rank_, peer(), helloIn_.pid, peerSlots_, peerSlotBytes_,
+               mappedKind_ == HandleKind::Fd ? "a cuMem file descriptor" : "a legacy IPC handle", slots_, slotBytes_);
     for (const Op& op : early) postDirect(op);
     return;
   }
@@ -450,11 +550,19 @@ bool IpcChannel::reclaim() {
 bool IpcChannel::progress() {
   bool moved = wire_.progress();
   if (state_ == State::Agreeing) {
-    if (helloArrived_ && !verdictSent_) {
+    if (helloArrived_ && !decided_) {
+      decided_ = true;
       decideRound2();
       moved = true;
     }
-    if (verdictSent_ && verdictArrived_) state_ = State::Settling;
+    if (fdClient_) moved |= fetchPeerFd();
+    moved |= serveFd();
+    // The peer's Verdict comes after its fetch of this rank's descriptor (or its decision not to fetch it).
+    if (verdictSent_ && verdictArrived_) {
+      fdServer_.reset();
+      exportFd_.reset();
+      state_ = State::Settling;
+    }
   }
   moved |= reclaim();
   if (state_ == State::Settling) {
@@ -488,6 +596,14 @@ size_t IpcChannel::pending() const {
 
 void IpcChannel::waitForActivity(int timeoutMicros) {
   if (state_ == State::Fallback) return fallback_->waitForActivity(timeoutMicros);
+  if (fdClient_ || (fdServer_ && helloArrived_)) {  // a descriptor in flight on a Unix socket, not on the wire
+    pollfd fds[2];
+    nfds_t n = 0;
+    if (fdClient_) fds[n++] = pollfd{fdClient_->waitFd(), POLLIN, 0};
+    if (fdServer_) fds[n++] = pollfd{fdServer_->waitFd(), POLLIN | POLLOUT, 0};
+    ::poll(fds, n, std::clamp(timeoutMicros / 1000, 0, 1));
+    return;
+  }
   // Device copies in flight finish without the wire: only sleep on the wire when none is.
   if (copying_.empty() && landing_.empty()) wire_.waitForActivity(timeoutMicros);
 }

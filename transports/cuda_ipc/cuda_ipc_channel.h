@@ -7,6 +7,9 @@
 ///   IPC handle of a receive area of `slots` x `slotBytes` device memory), then Verdict (this rank mapped the peer's
 ///   area, the area is as large as published, and this device reaches the peer's: Device::canAccessPeer). Both ok:
 ///   the direct path; otherwise both ranks fall back to the staging pipeline over the same wire (DeviceFallback).
+///   The area is exported as a legacy IPC handle, or (cuMem memory, HOCCL_IPC_HANDLE) as a POSIX file descriptor
+///   that the peer fetches over a Unix socket between the two rounds (fd_pass.h); the peer checks the descriptor's
+///   offer against the Hello before mapping it.
 ///   Operations posted before the agreement wait in a queue and are replayed on the chosen path.
 /// - Data: the sender copies piece k of its stream of pieces to the peer into the peer's slot k % slots with a device
 ///   copy on its proxy stream (the peer's memory, mapped here), then sends Ready(k, operation bytes, piece bytes).
@@ -28,11 +31,23 @@
 #include <string>
 #include <vector>
 
+#include "base/socket.h"
 #include "kernels/device/device.h"
 #include "transports/cuda_ipc/cuda_ipc_protocol.h"
+#include "transports/cuda_ipc/fd_pass.h"
 #include "transports/device_channel.h"
 
 namespace hoccl::transport::cuda_ipc {
+
+/// How this rank's receive area is allocated and exported (HOCCL_IPC_HANDLE).
+enum class HandleMode {
+  Auto,    ///< cuMem memory with a POSIX fd handle when the device offers it (Device::fdHandles), else legacy
+  Legacy,  ///< Device::malloc and a legacy IPC handle (cudaIpcMemHandle)
+  Fd,      ///< cuMem memory and a POSIX fd handle; a device without them stages (logged)
+};
+
+/// HandleMode from HOCCL_IPC_HANDLE's text (auto, legacy or fd); throws hocclInvalidArgument naming the variable.
+HandleMode parseHandleMode(const std::string& text);
 
 /// See the file comment. Driven by one thread (the communicator's proxy).
 class IpcChannel final : public DeviceChannel {
@@ -40,7 +55,7 @@ class IpcChannel final : public DeviceChannel {
   /// Starts the agreement with `peer` over wire (which must outlive this channel). willing: this rank wants the
   /// direct path (HOCCL_DEVICE_P2P=1). slotBytes (a multiple of 64) and slots size this rank's receive area.
   IpcChannel(Channel& wire, device::Device& dev, int rank, int peer, bool willing, size_t slotBytes, size_t slots,
-             DeviceFallback fallback);
+             DeviceFallback fallback, HandleMode handles = HandleMode::Auto);
   ~IpcChannel() override;
   IpcChannel(const IpcChannel&) = delete;
   IpcChannel& operator=(const IpcChannel&) = delete;
@@ -82,7 +97,11 @@ class IpcChannel final : public DeviceChannel {
   void land(const Msg& m, Op& op);
   void topUpFrameRecvs();
   void onCredit(const Msg& m);
+  void exportArea(HandleMode handles, Hello* h);
   void decideRound2();
+  bool fetchPeerFd();
+  void finishRound2(std::string why);
+  bool serveFd();
   void settle();
   bool launchSends();
   bool sendReadies();
@@ -103,6 +122,14 @@ class IpcChannel final : public DeviceChannel {
   Hello helloIn_{};
   bool helloArrived_ = false, verdictSent_ = false, verdictArrived_ = false;
   bool myOk_ = false, peerOk_ = false;
+  HandleKind myKind_ = HandleKind::Legacy;      // how this rank's area is exported
+  HandleKind mappedKind_ = HandleKind::Legacy;  // how the peer's area was mapped here
+  uint64_t nonce_ = 0;                          // names this rank's fd socket (HandleKind::Fd)
+  device::IpcHandle myArea_{};                  // HandleKind::Fd: the exported allocation's size and the area's offset
+  bool decided_ = false;                        // decideRound2 ran
+  net::Fd exportFd_;                            // this rank's area as a descriptor, until passed
+  std::unique_ptr<FdServer> fdServer_;          // passes exportFd_ to the peer
+  std::unique_ptr<FdClient> fdClient_;          // fetches the peer's descriptor
 
   // This rank's receive area, and the peer's (mapped here).
   char* area_ = nullptr;

@@ -16,10 +16,16 @@ constexpr uint64_t kMagic = 0x3130637049636f48ull;
 
 /// What a message says.
 enum class Kind : uint32_t {
-  Hello = 1,    ///< round 1: willing, device key, the sender's slot area (IPC handle, slot size and count)
+  Hello = 1,    ///< round 1: willing, device key, the sender's slot area (IPC handle or fd socket, slot size, count)
   Verdict = 2,  ///< round 2: whether the sender mapped the peer's area and its device reaches it
   Ready = 3,    ///< data: piece `seq` of an operation of `opBytes` lies in the receiver's slot seq % slots
   Credit = 4,   ///< data: the receiver has consumed piece `seq` (its slot is free again)
+};
+
+/// How a Hello's area is to be mapped.
+enum class HandleKind : uint32_t {
+  Legacy = 1,  ///< Device::importHandle of `area` (cudaIpcMemHandle; the sim's pid and memfd)
+  Fd = 2,      ///< Device::importFd of a descriptor fetched over a Unix socket (fd_pass.h) with `nonce`
 };
 
 /// Round 1 of the agreement, one each way.
@@ -32,7 +38,10 @@ struct Hello {
   uint64_t slotBytes = 0;   ///< bytes per slot of the sender's area
   uint64_t slots = 0;       ///< slots in the sender's area
   char deviceKey[64] = {};  ///< device::Device::peerKey() of the sender, NUL-terminated
-  device::IpcHandle area;   ///< the sender's slot area (valid when willing)
+  device::IpcHandle area;   ///< the sender's slot area (valid when willing): its size and offset for both kinds
+  HandleKind handleKind = HandleKind::Legacy;  ///< how to map `area`
+  uint32_t reserved = 0;
+  uint64_t nonce = 0;  ///< HandleKind::Fd: names the sender's Unix socket (fd_pass.h: fdSocketName(pid, nonce))
 };
 
 /// Round 2 of the agreement, one each way: the direct path runs only when both say ok.

@@ -17,7 +17,7 @@ std::unique_ptr<DeviceChannel> makeChannel(const ConnectContext& ctx, int peer, 
   const size_t slotBytes = std::max<size_t>(64, static_cast<size_t>(params::STAGING_CHUNK.get()) / 64 * 64);
   const auto slots = static_cast<size_t>(params::STAGING_SLOTS.get());
   return std::make_unique<IpcChannel>(wire, dev, ctx.rank, peer, params::DEVICE_P2P.get() != 0, slotBytes, slots,
-                                      std::move(fallback));
+                                      std::move(fallback), parseHandleMode(params::IPC_HANDLE.get()));
 }
 
 }  // namespace hoccl::transport::cuda_ipc
