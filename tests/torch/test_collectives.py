@@ -3,8 +3,8 @@
 
 Each rank makes the world group with backend "hoccl" and a second group over the same ranks with "gloo". Inputs are
 small integers (exact in every dtype, fp8 included, and their sums and products too), so results must be equal.
-The reference is gloo's result on the same inputs widened to float64 (int64 for integer and bool dtypes), cast
-back; AVG is gloo's SUM divided by the group size (truncated for integers, as hoccl's integer AVG does), PREMUL_SUM
+The reference is gloo's result on the same inputs widened to float64 (int64 for integer and bool dtypes, uint32 and
+uint64 included, which gloo lacks), cast back; AVG is gloo's SUM divided by the group size (truncated for integers, as hoccl's integer AVG does), PREMUL_SUM
 gloo's SUM of the pre-multiplied inputs (factor as a Python number and as a tensor), a bool SUM/PRODUCT gloo's
 MAX/MIN (logical or/and). Also: async Work and futures (an async call returns before its peers arrive; a synchronous
 call behind async ones keeps the order; two groups in crossed order do not hang), new_group, split_group
@@ -29,7 +29,7 @@ from common import spawn  # noqa: E402
 
 R = dist.ReduceOp
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
-          torch.int64, torch.bool, torch.float8_e4m3fn, torch.float8_e5m2]
+          torch.uint32, torch.int64, torch.uint64, torch.bool, torch.float8_e4m3fn, torch.float8_e5m2]
 FLOATS = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2}
 
 
