@@ -275,6 +275,13 @@ def run(rank, size):
     for dt in DTYPES:
         check_dtype(dt, rank, size, hoc, gloo)
     dist.barrier()
+    # barrier waits for every rank: the last one arrives 1 s late.
+    if rank == size - 1:
+        time.sleep(1.0)
+    t0 = time.monotonic()
+    dist.barrier()
+    waited = time.monotonic() - t0
+    assert rank == size - 1 or waited > 0.5, f"barrier returned after {waited:.3f} s, before the last rank came"
     async_semantics(rank, size, hoc)
     # new_group over ranks 1.. (rank 0 is not a member): hocclCommSplit of the world when the world is bound to a
     # device, else a fresh communicator. Ranks given out of order: group ranks follow the sorted global ranks.
