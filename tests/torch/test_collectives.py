@@ -1,13 +1,18 @@
-"""hoccl.torch against gloo: every collective, dtype and ReduceOp of the "hoccl" backend, in 4 processes.
+"""hoccl.torch against gloo: every collective, dtype and ReduceOp of the "hoccl" backend, in 4 processes (2 with
+--size 2).
 
 Each rank makes the world group with backend "hoccl" and a second group over the same ranks with "gloo". Inputs are
 small integers (exact in every dtype, fp8 included, and their sums and products too), so results must be equal.
-The reference is gloo's result on the same inputs widened to float64 (int64 for integer and bool dtypes), cast
-back; AVG is gloo's SUM divided by the group size (truncated for integers, as hoccl's integer AVG does), PREMUL_SUM
-gloo's SUM of the pre-multiplied inputs, a bool SUM/PRODUCT gloo's MAX/MIN (logical or/and). Also: async Work and
-futures (an async call returns before its peers arrive; a synchronous call behind async ones keeps the order; two
-groups in crossed order do not hang), new_group, split_group (hocclCommSplit), and bad input
-(ValueError/TypeError/DistBackendError, then the communicator still works).
+The reference is gloo's result on the same inputs widened to float64 (int64 for integer and bool dtypes, uint32 and
+uint64 included, which gloo lacks), cast back; AVG is gloo's SUM divided by the group size (truncated for integers, as hoccl's integer AVG does), PREMUL_SUM
+gloo's SUM of the pre-multiplied inputs (factor as a Python number and as a tensor), a bool SUM/PRODUCT gloo's
+MAX/MIN (logical or/and). Also: async Work and futures (an async call returns before its peers arrive; a synchronous
+call behind async ones keeps the order; two groups in crossed order do not hang), new_group, split_group
+(hocclCommSplit), and bad input (ValueError/TypeError/DistBackendError, then the communicator still works).
+
+The 4-rank run makes the world with device_id=cpu:0, so new_group is hocclCommSplit of the world (torch then calls
+the ranks outside the group too), except with use_local_synchronization=True (a fresh communicator); the 2-rank run
+makes it without, so new_group makes a fresh communicator through the store. Each group's backend.origin says which.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from common import spawn  # noqa: E402
 
 R = dist.ReduceOp
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
-          torch.int64, torch.bool, torch.float8_e4m3fn, torch.float8_e5m2]
+          torch.uint32, torch.int64, torch.uint64, torch.bool, torch.float8_e4m3fn, torch.float8_e5m2]
 FLOATS = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2}
 
 
@@ -73,7 +78,7 @@ def finish(x, op, dt, size):
 def ops_for(dt):
     ops = [R.SUM, R.PRODUCT, R.MIN, R.MAX]
     if dt != torch.bool:
-        ops += [R.AVG, "premul"]
+        ops += [R.AVG, "premul", "premul_tensor"]
     if dt not in FLOATS:
         ops += [R.BAND, R.BOR, R.BXOR]
     return ops
@@ -85,9 +90,10 @@ def check_dtype(dt, rank, size, hoc, gloo):
     for i, op in enumerate(ops_for(dt)):
         x = inputs(dt, rank, n, op)
         xw = x.to(wide(dt))
-        if op == "premul":
+        if op in ("premul", "premul_tensor"):
             f = 0.5 if dt in FLOATS else 2  # the factor in the tensor's dtype
-            hop, xw, gop = dist._make_nccl_premul_sum(f), xw * f, R.SUM
+            factor = torch.tensor([f], dtype=torch.float64) if op == "premul_tensor" else f
+            hop, xw, gop = dist._make_nccl_premul_sum(factor), xw * f, R.SUM
         else:
             hop, gop = op, ref_op(op, dt)
         a = x.clone()
@@ -164,13 +170,14 @@ def check_dtype(dt, rank, size, hoc, gloo):
     dist.all_to_all(outs, ins, group=hoc)
     for p in range(size):
         same(outs[p], inputs(dt, p * size + rank, rank + 1), f"{dt} all_to_all list from {p}")
-    # gather to rank 2, scatter from rank 1.
+    # gather to rank 2 (1 on 2 ranks), scatter from rank 1.
     x = inputs(dt, rank, 5)
-    outs = [torch.empty(5, dtype=dt) for _ in range(size)] if rank == 2 else None
-    dist.gather(x, outs, dst=2, group=hoc)
-    refs = [torch.empty(5, dtype=wide(dt)) for _ in range(size)] if rank == 2 else None
-    dist.gather(x.to(wide(dt)), refs, dst=2, group=gloo)
-    if rank == 2:
+    dst = min(2, size - 1)
+    outs = [torch.empty(5, dtype=dt) for _ in range(size)] if rank == dst else None
+    dist.gather(x, outs, dst=dst, group=hoc)
+    refs = [torch.empty(5, dtype=wide(dt)) for _ in range(size)] if rank == dst else None
+    dist.gather(x.to(wide(dt)), refs, dst=dst, group=gloo)
+    if rank == dst:
         same(torch.cat(outs), torch.cat(refs).to(dt), f"{dt} gather")
     out = torch.empty(5, dtype=dt)
     ins = [inputs(dt, 10 + p, 5) for p in range(size)] if rank == 1 else None
@@ -252,28 +259,59 @@ def async_semantics(rank, size, hoc):
     assert torch.equal(y, torch.full((3,), total)) and torch.equal(z, torch.full((3,), total)), (y, z)
 
 
+def origin(group):
+    return group._get_backend(torch.device("cpu")).origin
+
+
 def run(rank, size):
     import hoccl.torch  # noqa: F401  (registers "hoccl")
 
-    dist.init_process_group("hoccl", rank=rank, world_size=size)
+    bound = size == 4  # see the module doc
+    dist.init_process_group("hoccl", rank=rank, world_size=size,
+                            device_id=torch.device("cpu", 0) if bound else None)
     hoc = dist.group.WORLD
+    assert origin(hoc) == "hocclCommInitRank", origin(hoc)
     gloo = dist.new_group(backend="gloo")
     for dt in DTYPES:
         check_dtype(dt, rank, size, hoc, gloo)
     dist.barrier()
+    # barrier waits for every rank: the last one arrives 1 s late.
+    if rank == size - 1:
+        time.sleep(1.0)
+    t0 = time.monotonic()
+    dist.barrier()
+    waited = time.monotonic() - t0
+    assert rank == size - 1 or waited > 0.5, f"barrier returned after {waited:.3f} s, before the last rank came"
     async_semantics(rank, size, hoc)
-    # new_group: a fresh communicator over ranks 1..3 (rank 0 is not a member).
-    sub = dist.new_group([1, 2, 3], backend="hoccl")
+    # new_group over ranks 1.. (rank 0 is not a member): hocclCommSplit of the world when the world is bound to a
+    # device, else a fresh communicator. Ranks given out of order: group ranks follow the sorted global ranks.
+    sub = dist.new_group(list(range(size - 1, 0, -1)), backend="hoccl")
     if rank != 0:
+        assert origin(sub) == ("hocclCommSplit" if bound else "hocclCommInitRank"), origin(sub)
+        assert sub.rank() == rank - 1 and sub.size() == size - 1, (sub.rank(), sub.size())
         y = torch.tensor([float(rank)])
         dist.all_reduce(y, group=sub)
-        assert y.item() == 6.0, y
-    # split_group: hocclCommSplit of the world's communicator into {0, 2} and {1, 3}.
-    half = dist.split_group(split_ranks=[[0, 2], [1, 3]])
+        assert y.item() == float(sum(range(1, size))), y
+        y = torch.tensor([float(rank)])
+        dist.broadcast(y, src=1, group=sub)  # global rank 1 is the group's rank 0
+        assert y.item() == 1.0, y
+    else:
+        assert sub == dist.GroupMember.NON_GROUP_MEMBER, sub
+    # new_group with use_local_synchronization: only the members call it, so it cannot split the world.
+    if rank < 2:
+        local = dist.new_group([0, 1], backend="hoccl", use_local_synchronization=True)
+        assert origin(local) == "hocclCommInitRank", origin(local)
+        y = torch.tensor([float(rank + 1)])
+        dist.all_reduce(y, group=local)
+        assert y.item() == 3.0, y
+    # split_group: hocclCommSplit of the world's communicator into the even and the odd ranks.
+    evens, odds = list(range(0, size, 2)), list(range(1, size, 2))
+    half = dist.split_group(split_ranks=[evens, odds])
+    assert origin(half) == "hocclCommSplit", origin(half)
     y = torch.tensor([float(rank)])
     dist.all_reduce(y, group=half)
-    assert y.item() == (2.0 if rank % 2 == 0 else 4.0), y
-    assert half.size() == 2 and half.rank() == rank // 2
+    assert y.item() == float(sum(evens if rank % 2 == 0 else odds)), y
+    assert half.size() == len(evens if rank % 2 == 0 else odds) and half.rank() == rank // 2
     bad_input(rank, size, hoc)
     dist.destroy_process_group()
     if rank == 0:
@@ -282,4 +320,4 @@ def run(rank, size):
 
 
 if __name__ == "__main__":
-    spawn(run, 4, timeout_s=250)
+    spawn(run, int(sys.argv[sys.argv.index("--size") + 1]) if "--size" in sys.argv else 4, timeout_s=250)

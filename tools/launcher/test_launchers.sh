@@ -1,8 +1,9 @@
 #!/bin/bash
-# Launchers form ONE job: all_reduce_perf started by torchrun, Open MPI's mpirun or a Slurm-style environment (set by
-# hand for N processes) must print one table for N ranks with correct results, never N tables of 1-rank jobs; a
-# partial environment must fail at once naming the variables it read.
-# Usage: test_launchers.sh MODE PATH/TO/all_reduce_perf [VENV_BIN]   MODE: torchrun | mpirun | slurm | partial
+# Launchers form ONE job: all_reduce_perf started by torchrun, Open MPI's mpirun, or a Slurm-, PMIx- or
+# MPICH/Hydra-style environment (set by hand for N processes) must print one table for N ranks with correct results,
+# never N tables of 1-rank jobs; a partial environment must fail at once naming the variables it read.
+# Usage: test_launchers.sh MODE PATH/TO/all_reduce_perf [VENV_BIN]
+#        MODE: torchrun | mpirun | slurm | pmix | mpich | partial
 # Exit 77 (skipped) with a printed reason when torchrun or mpirun is not installed. Every run is bounded (-T, timeout).
 set -u
 MODE=${1:?usage: test_launchers.sh MODE PATH/TO/all_reduce_perf [VENV_BIN]}
@@ -86,6 +87,26 @@ case "$MODE" in
       bad "two nodes: transports" "$(grep -E '^#  Rank' "$TMP/out")"
     fi
     ;;
+  pmix | mpich)
+    # prterun's / Hydra's variables set by hand, 3 ranks on this host. PMIx exports no job size (HOCCL_WORLD_SIZE
+    # gives it) and no root host (HOCCL_COMM_ID names it); Hydra exports its local rank and size (all 3 ranks here:
+    # the root is 127.0.0.1) but no job id, so HOCCL_PORT gives the port.
+    port=$((22000 + RANDOM % 8000))
+    pids=()
+    rcs=0
+    for r in 0 1 2; do
+      if [ "$MODE" = pmix ]; then
+        vars=(PMIX_RANK=$r PMIX_NAMESPACE=prterun-test-$$@1 HOCCL_WORLD_SIZE=3 HOCCL_COMM_ID=127.0.0.1:$port)
+      else
+        vars=(PMI_RANK=$r PMI_SIZE=3 MPI_LOCALRANKID=$r MPI_LOCALNRANKS=3 HOCCL_PORT=$port)
+      fi
+      env "${vars[@]}" timeout 120 "$PERF" "${ARGS[@]}" > "$TMP/out.$r" 2>&1 &
+      pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || rcs=$?; done
+    cat "$TMP/out.0" "$TMP/out.1" "$TMP/out.2" > "$TMP/out"
+    check_one_job "$MODE environment, 3 ranks" 3 "$TMP/out" $rcs
+    ;;
   partial)
     # expect_error NAME PATTERN... -- ENV...: the tool fails within the timeout and its message has every pattern.
     expect_error() {
@@ -113,6 +134,13 @@ case "$MODE" in
     expect_error "Slurm variables without a node list" "SLURM_STEP_NODELIST (unset)" "SLURM_PROCID=1" -- \
       SLURM_PROCID=1 SLURM_NTASKS=2
     expect_error "malformed SLURM_NTASKS" "SLURM_NTASKS='two'" -- SLURM_PROCID=1 SLURM_NTASKS=two
+    expect_error "PMIx without a job size" "PMIX_RANK is set but the job size is unknown" "HOCCL_WORLD_SIZE" -- \
+      PMIX_RANK=1 PMIX_NAMESPACE=ns
+    expect_error "PMIx without a root address" "PMIX_RANK=1" "HOCCL_COMM_ID (unset)" -- PMIX_RANK=1 \
+      PMIX_NAMESPACE=ns HOCCL_WORLD_SIZE=2
+    expect_error "Hydra variables without a port" "PMI_RANK=1" "PMI_SIZE=2" "HOCCL_PORT" -- PMI_RANK=1 PMI_SIZE=2 \
+      MPI_LOCALRANKID=1 MPI_LOCALNRANKS=2
+    expect_error "PMI_RANK without PMI_SIZE" "PMI_RANK is set but PMI_SIZE is not" -- PMI_RANK=1
     ;;
   *)
     echo "unknown mode $MODE" >&2

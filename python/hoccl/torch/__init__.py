@@ -11,9 +11,11 @@ gather, scatter, send/recv (tag 0 only: hoccl matches messages per peer in call 
 ValueError), barrier. Each process group owns one hoccl communicator and one worker thread; calls return a Work at
 once (``async_op=True``) whose ``wait()`` and ``get_future()`` complete when the worker ran it.
 
-* The communicator's unique id travels through the store torch gives the backend; ``new_group`` makes a fresh
-  communicator the same way (torch calls the backend only on the new group's members), ``split_group`` is
-  ``hocclCommSplit`` of the parent.
+* The communicator's unique id travels through the store torch gives the backend. ``split_group`` is
+  ``hocclCommSplit`` of the parent. ``new_group`` is ``hocclCommSplit`` of the world's communicator when the world
+  was made with ``init_process_group("hoccl", device_id=torch.device("cpu", 0))`` (torch then calls every rank of
+  the world, as it does for NCCL's ncclCommSplit); otherwise torch calls only the new group's members, and the group
+  gets a fresh communicator through the store. ``backend.origin`` names the call that made a group's communicator.
 * The process group's timeout becomes ``HOCCL_TIMEOUT`` (whole seconds, rounded up) unless the environment sets
   it: hoccl reads it once per process, so the first group's timeout counts. ``Work.wait()`` without an argument
   waits at most the group's timeout.
@@ -26,7 +28,6 @@ once (``async_op=True``) whose ``wait()`` and ``get_future()`` complete when the
 
 from __future__ import annotations
 
-import datetime
 import importlib.machinery
 import importlib.util
 import math
@@ -71,16 +72,27 @@ _c10d = _load_extension()
 ProcessGroupHoccl = _c10d.ProcessGroupHoccl
 
 
-def _create(store, rank: int, size: int, timeout: datetime.timedelta):
-    """The creator torch.distributed calls for every group with backend "hoccl"."""
+def _create(opts, backend_options=None):
+    """The creator torch.distributed calls for every group with backend "hoccl" (extended API: opts is a
+    _DistributedBackendOptions).
+
+    A new group is ``hocclCommSplit`` of the world's hoccl communicator when torch offers it as ``split_from`` (the
+    default group was made with ``device_id=torch.device("cpu", 0)``; torch then also calls
+    ``perform_nocolor_split`` on the ranks outside the new group) and every rank takes part: new_group's
+    ``use_local_synchronization=True`` (a hashed group name, not torch's group counter) leaves the other ranks out, so
+    such a group, and any group without ``split_from``, gets a fresh communicator through the store."""
+    timeout = opts.timeout
     # hoccl reads HOCCL_TIMEOUT once per process: the first group's timeout, unless the environment set it.
     if "HOCCL_TIMEOUT" not in os.environ and timeout.total_seconds() > 0:
         os.environ["HOCCL_TIMEOUT"] = str(math.ceil(timeout.total_seconds()))
-    return _c10d.create(store, rank, size, timeout.total_seconds())
+    parent, ranks = opts.split_from, list(opts.global_ranks_in_group)
+    if isinstance(parent, ProcessGroupHoccl) and ranks and str(opts.group_id).isdigit():
+        return _c10d.split(parent, ranks, timeout.total_seconds())
+    return _c10d.create(opts.store, opts.group_rank, opts.group_size, timeout.total_seconds())
 
 
 if "hoccl" not in dist.Backend.backend_list:
-    dist.Backend.register_backend(BACKEND, _create, devices=["cpu"])
+    dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu"])
 
 
 @dataclass

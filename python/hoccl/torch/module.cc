@@ -51,8 +51,9 @@ py::dict paroCreate(const c10::intrusive_ptr<ProcessGroupHoccl>& parent, const s
     int rank = 0, size = 0;
     hoccl_torch::check(hocclCommUserRank(c, &rank), c, "hocclCommUserRank");
     hoccl_torch::check(hocclCommCount(c, &size), c, "hocclCommCount");
-    out[names[which]] = c10::make_intrusive<ProcessGroupHoccl>(c, rank, size, parent->timeout(), /*ownsComm=*/false,
-                                                               holder);
+    auto backend = c10::make_intrusive<ProcessGroupHoccl>(c, rank, size, parent->timeout(), /*ownsComm=*/false, holder);
+    backend->setOrigin("hocclParoCreate");
+    out[names[which]] = backend;
   }
   return out;
 }
@@ -65,7 +66,28 @@ PYBIND11_MODULE(_c10d, m) {
 
   py::class_<ProcessGroupHoccl, c10d::Backend, c10::intrusive_ptr<ProcessGroupHoccl>>(m, "ProcessGroupHoccl",
                                                                                       "The hoccl c10d backend")
-      .def_property_readonly("timeout_s", [](const ProcessGroupHoccl& pg) { return pg.timeout().count() / 1000.0; });
+      .def_property_readonly("timeout_s", [](const ProcessGroupHoccl& pg) { return pg.timeout().count() / 1000.0; })
+      .def_property_readonly("origin", &ProcessGroupHoccl::origin,
+                             "The hoccl call that made the communicator: hocclCommInitRank, hocclCommSplit or "
+                             "hocclParoCreate")
+      .def(
+          "perform_nocolor_split", [](ProcessGroupHoccl& pg, const at::Device&) { pg.split(nullptr, {}, nullptr); },
+          py::arg("device"), py::call_guard<py::gil_scoped_release>(),
+          "new_group on a rank outside the new group, when new_group splits the parent: hocclCommSplit with "
+          "HOCCL_SPLIT_NOCOLOR (every rank of the parent takes part in the split)");
+
+  m.def(
+      "split",
+      [](const c10::intrusive_ptr<ProcessGroupHoccl>& parent, const std::vector<int>& ranks, double timeoutS) {
+    auto opts = c10::make_intrusive<c10d::Backend::Options>("hoccl", toMs(timeoutS));
+    auto child = parent->split(nullptr, ranks, opts);
+    TORCH_CHECK(child, "hoccl split: rank ", parent->getRank(), " of the parent is not among the ", ranks.size(),
+                " ranks of the new group");
+    return c10::static_intrusive_pointer_cast<ProcessGroupHoccl>(child);
+      },
+      py::arg("parent"), py::arg("ranks"), py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>(),
+      "new_group on a member, when new_group splits the parent: hocclCommSplit of parent (ranks: the new group's "
+      "ranks in the parent, in group-rank order)");
 
   m.def(
       "create",

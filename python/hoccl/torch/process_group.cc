@@ -592,7 +592,9 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupHoccl::split(const c10::intrusive_
   });
   if (key < 0 || child == nullptr) return nullptr;
   const auto timeout = opts ? opts->timeout : timeout_;
-  return c10::make_intrusive<ProcessGroupHoccl>(child, key, static_cast<int>(ranks.size()), timeout);
+  auto backend = c10::make_intrusive<ProcessGroupHoccl>(child, key, static_cast<int>(ranks.size()), timeout);
+  backend->setOrigin("hocclCommSplit");
+  return backend;
 }
 
 }  // namespace hoccl_torch

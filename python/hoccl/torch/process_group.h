@@ -146,6 +146,11 @@ class ProcessGroupHoccl : public c10d::Backend {
   hocclComm_t comm() const { return comm_; }
   /// The timeout of this backend's works.
   std::chrono::milliseconds timeout() const { return timeout_; }
+  /// The hoccl call that made this backend's communicator: "hocclCommInitRank", "hocclCommSplit" or
+  /// "hocclParoCreate" (tests check that new_group and split_group split the parent).
+  const std::string& origin() const { return origin_; }
+  /// Records the hoccl call that made the communicator (see origin()).
+  void setOrigin(std::string origin) { origin_ = std::move(origin); }
 
  private:
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType opType, std::vector<at::Tensor> outputs,
@@ -156,6 +161,7 @@ class ProcessGroupHoccl : public c10d::Backend {
   bool ownsComm_;
   std::shared_ptr<void> keepAlive_;
   std::chrono::milliseconds timeout_;
+  std::string origin_ = "hocclCommInitRank";
   std::shared_ptr<JobQueue> jobs_ = std::make_shared<JobQueue>();
   std::thread worker_;
 };
