@@ -396,8 +396,13 @@ void Bootstrap::failExchange(int kind, int code, const std::string& text, const 
     if (v) return v->text;
     return std::nullopt;
   };
-  if (kind == TreeOutcome::Verdict)
-    throwRemoteError(fmt::format("rank {}: {} stopped: {}", rank_, what, verdictText().value_or("a verdict")));
+  if (kind == TreeOutcome::Verdict) {
+    const std::string v = verdictText().value_or("a verdict");
+    // Not a plain goodbye: a neighbour still in the exchange would blame this rank for leaving. "Gave up, reported"
+    // makes it wait for the same verdict (the root sends it to every rank).
+    if (impl_->tree) impl_->tree->leave(v, true);
+    throwRemoteError(fmt::format("rank {}: {} stopped: {}", rank_, what, v));
+  }
   // The neighbours waiting for this rank learn at once that it gave up, and why (they wait for the verdict).
   if (impl_->tree) impl_->tree->leave(text, kind != TreeOutcome::Local);
   if (kind == TreeOutcome::Local)
