@@ -58,6 +58,17 @@ sockaddr_un abstractAddress(const std::string& name, socklen_t* len) {
   return a;
 }
 
+// A message header for one buffer and room for one passed descriptor (sendmsg and recvmsg alike).
+constexpr size_t kOneFdControl = CMSG_SPACE(sizeof(int));
+msghdr oneFdHeader(iovec* iov, char* control) {
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = kOneFdControl;
+  return msg;
+}
+
 }  // namespace
 
 std::string fdSocketName(int pid, uint64_t nonce) { return fmt::format("hoccl-cuda-ipc-{}-{:016x}", pid, nonce); }
@@ -111,12 +122,8 @@ bool FdServer::poll(int fd, const FdOffer& offer, int peerPid) {
   }
   FdOffer o = offer;
   iovec iov{&o, sizeof o};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+  alignas(cmsghdr) char control[kOneFdControl] = {};
+  msghdr msg = oneFdHeader(&iov, control);
   cmsghdr* c = CMSG_FIRSTHDR(&msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
@@ -176,12 +183,8 @@ void FdClient::fail(const std::string& what, int err) const {
 bool FdClient::poll(FdOffer* offer, net::Fd* fd) {
   while (fill_ < sizeof got_) {
     iovec iov{reinterpret_cast<char*>(&got_) + fill_, sizeof got_ - fill_};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
+    alignas(cmsghdr) char control[kOneFdControl] = {};
+    msghdr msg = oneFdHeader(&iov, control);
     const ssize_t n = recvmsg(conn_.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n < 0) {
       const int err = errno;
