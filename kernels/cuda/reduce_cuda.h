@@ -26,4 +26,11 @@ int hocclCudaScale(void* dst, const void* src, size_t n, hocclDataType_t dt, con
 /// Returns 0, cudaErrorInvalidValue (1) for an invalid type or divisor < 1, or a CUDA error code.
 int hocclCudaDivide(void* data, size_t n, hocclDataType_t dt, int divisor, hocclStream_t stream);
 
+/// Loads every kernel above into the current device's context now (cudaFuncGetAttributes on each). Under CUDA's lazy
+/// loading (the default since CUDA 12.2) a kernel's first launch loads it, and loading may wait for the whole
+/// context to go idle: a first launch by hoccl's proxy while the caller's stream waits for that proxy's flag never
+/// returns (seen on an H200: the first device all-reduce of two ranks hung in cudaLaunchKernel). The CUDA device
+/// calls this once, when it is created, before any stream waits on hoccl. Returns 0 or the first CUDA error code.
+int hocclCudaPreload();
+
 }  // extern "C"

@@ -74,6 +74,24 @@ int launchReduce(void* dst, const void* a, const void* b, size_t n, BinOp op, cu
   return int(cudaErrorInvalidValue);
 }
 
+/// cudaFuncGetAttributes of a kernel: loads it (lazy loading) and says whether that worked.
+template <typename Kernel>
+int load(Kernel kernel) {
+  cudaFuncAttributes attrs;
+  return int(cudaFuncGetAttributes(&attrs, kernel));
+}
+
+/// Loads the kernels of one type: the four reductions, the scaling and the division.
+template <typename T>
+int preloadType() {
+  const int results[] = {load(binaryKernel<T, FuncSum<T>>), load(binaryKernel<T, FuncProd<T>>),
+                         load(binaryKernel<T, FuncMax<T>>), load(binaryKernel<T, FuncMin<T>>),
+                         load(unaryKernel<T, ScaleBy<T>>), load(unaryKernel<T, hoccl::FuncDivide<T>>)};
+  for (int r : results)
+    if (r != int(cudaSuccess)) return r;
+  return int(cudaSuccess);
+}
+
 /// Calls fn(T()) for the storage type of dt; returns cudaErrorInvalidValue for an invalid type.
 template <typename Fn>
 int withType(hocclDataType_t dt, Fn&& fn) {
@@ -116,4 +134,14 @@ int hocclCudaDivide(void* data, size_t n, hocclDataType_t dt, int divisor, hoccl
                                                   ew::split(data, data, nullptr, n, sizeof(T)), f);
     return int(cudaGetLastError());
   });
+}
+
+int hocclCudaPreload() {
+  for (int t = 0; t < hocclNumTypes; ++t) {
+    const int r = withType(static_cast<hocclDataType_t>(t), [](auto tag) { return preloadType<decltype(tag)>(); });
+    if (r != int(cudaSuccess)) return r;
+  }
+  int dev = 0;
+  if (cudaGetDevice(&dev) == cudaSuccess) (void)blocksFor(1);  // reads the device's shape now, not in a launch
+  return int(cudaSuccess);
 }

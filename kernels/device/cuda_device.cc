@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cuda/cuda_driver.h"
 
@@ -46,6 +47,7 @@ struct Kernels {
   int (*reduce)(void*, const void*, const void*, size_t, hocclDataType_t, kernels::BinOp, hocclStream_t) = nullptr;
   int (*scale)(void*, const void*, size_t, hocclDataType_t, const void*, hocclStream_t) = nullptr;
   int (*divide)(void*, size_t, hocclDataType_t, int, hocclStream_t) = nullptr;
+  int (*preload)() = nullptr;
   std::string error;  // why they are missing
 };
 
@@ -77,6 +79,7 @@ const Kernels& kernelsPlugin() {
     x.reduce = reinterpret_cast<decltype(x.reduce)>(dlsym(lib, "hocclCudaReduce"));
     x.scale = reinterpret_cast<decltype(x.scale)>(dlsym(lib, "hocclCudaScale"));
     x.divide = reinterpret_cast<decltype(x.divide)>(dlsym(lib, "hocclCudaDivide"));
+    x.preload = reinterpret_cast<decltype(x.preload)>(dlsym(lib, "hocclCudaPreload"));
     if (!x.reduce || !x.scale || !x.divide) x.error = "libhoccl-cuda.so lacks hocclCudaReduce/Scale/Divide";
     return x;
   }();
@@ -110,9 +113,36 @@ class CudaDevice final : public Device {
     const cuda::PtrKind k = cuda::classify(ptr);
     return k == cuda::PtrKind::Device;
   }
+  // On a stream of its own (non-blocking) and complete on return. cuMemcpy is not: from pageable host memory it
+  // returns once the bytes are staged, before they land, and it runs on the legacy default stream, which a stream
+  // created without CU_STREAM_NON_BLOCKING (torch's default stream is the legacy one) waits for, so a copy by the
+  // proxy could wait for a caller's stream that waits for the proxy (both seen on an H200: kernels read inputs
+  // before cuMemcpy's bytes had landed).
   void memcpy(void* dst, const void* src, size_t bytes) override {
+    if (!bytes) return;
     bind();
-    if (bytes) check(api_.memcpy(addr(dst), addr(src), bytes), "cuMemcpy");
+    std::lock_guard<std::mutex> l(copyMu_);
+    if (!copyStream_) check(api_.streamCreate(&copyStream_, kStreamNonBlocking), "cuStreamCreate (copies)");
+    check(api_.memcpyAsync(addr(dst), addr(src), bytes, copyStream_), "cuMemcpyAsync");
+    check(api_.streamSynchronize(copyStream_), "cuStreamSynchronize after a copy");
+  }
+
+  /// Loads every kernel of the plugin now (hocclCudaPreload: CUDA's lazy loading would otherwise load each on its
+  /// first launch, which can wait for a caller's stream that waits for hoccl). A missing plugin is reported at the
+  /// first launch instead, so that host collectives on a machine with a GPU need no plugin.
+  void preloadKernels() {
+    const Kernels& k = kernelsPlugin();
+    if (!k.error.empty()) return;
+    bind();
+    if (!k.preload) {
+      HOCCL_WARN(kInit,
+                 "{}: libhoccl-cuda.so has no hocclCudaPreload (an older plugin?); its kernels load on first "
+                 "use, which can hang a first collective whose caller's stream waits for hoccl",
+                 name());
+      return;
+    }
+    const int r = k.preload();
+    if (r != 0) HOCCL_WARN(kInit, "{}: loading the CUDA kernels failed (cudaError {}); launches will fail", name(), r);
   }
 
   void* mallocHost(size_t bytes) override {
@@ -438,6 +468,8 @@ class CudaDevice final : public Device {
   int ordinal_;
   void* ctx_;
   std::string name_;
+  std::mutex copyMu_;           // memcpy's stream
+  void* copyStream_ = nullptr;  // created on the first memcpy, kept for the process
   mutable std::mutex mu_;
   std::map<unsigned long long, VmmMapping> vmm_;  // cuMem mappings by base address
 };
@@ -455,7 +487,9 @@ std::unique_ptr<Device> makeCudaDevice(int ordinal) {
   if (api->deviceGet(&dev, ordinal) != 0 || api->primaryCtxRetain(&ctx, dev) != 0) return nullptr;
   char name[256] = "unknown";
   if (api->deviceGetName) api->deviceGetName(name, sizeof name, dev);
-  return std::make_unique<CudaDevice>(*api, ordinal, ctx, name);
+  auto device = std::make_unique<CudaDevice>(*api, ordinal, ctx, name);
+  device->preloadKernels();
+  return device;
 }
 
 }  // namespace hoccl::device

@@ -222,9 +222,10 @@ Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, s
 Communicator::~Communicator() {
   proxy_.reset();
   deviceChannels_.clear();
-  if (deviceScratch_) {
+  if (deviceScratch_) retiredScratch_.push_back(deviceScratch_);
+  for (void* p : retiredScratch_) {
     try {
-      device::current()->free(deviceScratch_);
+      device::current()->free(p);
     } catch (const Error& e) {
       HOCCL_WARN(kColl, "{}: freeing the device scratch: {}", describe(), e.what());
     }
@@ -294,7 +295,9 @@ void* Communicator::deviceScratch(size_t bytes) {
   device::Device& dev = device::require("device scratch memory");
   const size_t grown = std::max(bytes, deviceScratchBytes_ * 2);
   void* p = dev.malloc(grown);
-  if (deviceScratch_) dev.free(deviceScratch_);
+  // The old scratch is freed with the communicator, not now: this runs on the proxy while the caller's stream waits
+  // for it, and cuMemFree may wait for the whole device (at most as much again as the largest scratch is kept).
+  if (deviceScratch_) retiredScratch_.push_back(deviceScratch_);
   deviceScratch_ = p;
   deviceScratchBytes_ = grown;
   return p;

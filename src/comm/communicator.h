@@ -177,6 +177,7 @@ class Communicator {
   std::vector<std::unique_ptr<transport::DeviceChannel>> deviceChannels_;  // by rank; freed right after the proxy stops
   void* deviceScratch_ = nullptr;
   size_t deviceScratchBytes_ = 0;
+  std::vector<void*> retiredScratch_;  // smaller scratch areas of earlier calls, freed with the communicator
   bool oversubscribed_ = false;
   std::optional<topo::LinkModel> probedModel_;  // HOCCL_TUNE_PROBE=1 (comm/tune_probe.h)
   double probeSeconds_ = 0;
