@@ -212,7 +212,17 @@ void rankBody(int rank, int n, const ncclUniqueId& id) {
   dev->free(other);
 
   auto s = static_cast<cudaStream_t>(dev->createStream());
+  // What PyTorch's NCCL backend issues for empty tensors (data pointer NULL): a grouped send/recv of 0 elements on
+  // the stream; then the first real collective on device buffers must still run.
+  {
+    ncclResult_t r = ncclGroupStart();
+    if (r == ncclSuccess) r = ncclSend(nullptr, 0, ncclFloat32, (rank + 1) % n, comm, s);
+    if (r == ncclSuccess) r = ncclRecv(nullptr, 0, ncclFloat32, (rank + n - 1) % n, comm, s);
+    const ncclResult_t e = ncclGroupEnd();
+    expectResult(r == ncclSuccess ? e : r, ncclSuccess, "grouped send/recv of 0 elements, NULL buffers");
+  }
   int salt = 1;
+  runOne(*dev, comm, s, rank, n, Kind::AllReduce, 1, ncclFloat32, ncclSum, false, salt++);
   const Kind kinds[] = {Kind::AllReduce, Kind::Broadcast, Kind::Reduce,  Kind::AllGather, Kind::ReduceScatter,
                         Kind::AlltoAll,  Kind::Gather,    Kind::Scatter, Kind::SendRecv};
   const ncclDataType_t types[] = {ncclFloat32, ncclFloat64, ncclInt32, ncclFloat16, ncclUint8};
