@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch's own NCCL backend (ProcessGroupNCCL) on CUDA tensors, with hoccl's NCCL shim as libnccl.so.2, for
 tools/gpu-check: the drop-in as a framework sees it. Run it with LD_PRELOAD naming the shim; it refuses to report a
-pass unless the libnccl.so.2 that the process mapped is the shim (/proc/self/maps) and torch.cuda.nccl.version()
-is the shim's.
+pass unless the shim is mapped (/proc/self/maps) and answers ncclGetVersion at run time
+(ProcessGroupNCCL.get_runtime_nccl_version(); torch.cuda.nccl.version() is the version torch was compiled with).
 
 NPROCS processes (default 2) on CUDA device 0 (NVIDIA's NCCL refuses two ranks on one GPU; the shim does not),
 torch.distributed.init_process_group("nccl") through a TCP store on 127.0.0.1. Every rank draws every rank's inputs
@@ -47,8 +47,12 @@ def worker(rank, n, port, failures):
         dist.init_process_group('nccl', device_id=dev)
         maps = open('/proc/self/maps').read()
         libs = sorted({line.split()[-1] for line in maps.splitlines() if 'libnccl' in line})
+        from torch._C._distributed_c10d import ProcessGroupNCCL
+        runtime = ProcessGroupNCCL.get_runtime_nccl_version()
         if rank == 0:
-            print(f"libnccl mapped: {libs}; torch.cuda.nccl.version() = {torch.cuda.nccl.version()}", flush=True)
+            print(f"libnccl mapped: {libs}; ncclGetVersion at run time: {runtime}", flush=True)
+        if tuple(runtime)[:2] != (2, 32):
+            raise AssertionError(f"rank {rank}: ncclGetVersion answered {runtime}, not the shim's 2.32")
         if not any('hoccl' in lib or 'shim' in lib or os.environ.get('LD_PRELOAD', '?') == lib for lib in libs):
             raise AssertionError(f"rank {rank}: the shim is not mapped ({libs}); nothing here would test hoccl")
         for count in (0, 1, 1000, 1 << 20, (1 << 22) + 3):
