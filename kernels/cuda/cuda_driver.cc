@@ -24,6 +24,7 @@ struct Driver {
   CUresult (*deviceGetCount)(int*) = nullptr;
   CUresult (*pointerGetAttribute)(void*, int, unsigned long long) = nullptr;
   CUresult (*streamSynchronize)(void*) = nullptr;
+  CUresult (*streamIsCapturing)(void*, int*) = nullptr;
   CUresult (*getErrorString)(CUresult, const char**) = nullptr;
   DriverApi api;
 };
@@ -43,6 +44,7 @@ const Driver& driver() {
     bind(x.lib, "cuDeviceGetCount", x.deviceGetCount);
     bind(x.lib, "cuPointerGetAttribute", x.pointerGetAttribute);
     bind(x.lib, "cuStreamSynchronize", x.streamSynchronize);
+    bind(x.lib, "cuStreamIsCapturing", x.streamIsCapturing);
     bind(x.lib, "cuGetErrorString", x.getErrorString);
     DriverApi& a = x.api;
     bind(x.lib, "cuInit", a.init);
@@ -122,6 +124,16 @@ std::string streamSynchronize(void* stream) {
   const CUresult r = d.streamSynchronize(stream);
   if (r == kSuccess) return "";
   return "cuStreamSynchronize failed: " + errorText(d, r);
+}
+
+bool streamCapturing(void* stream) {
+  constexpr CUresult kCaptureImplicit = 906;  // CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: the legacy stream, mid-capture
+  const Driver& d = driver();
+  if (!d.streamIsCapturing) return false;
+  int status = 0;  // CUstreamCaptureStatus: 0 none, 1 active, 2 invalidated
+  const CUresult r = d.streamIsCapturing(stream, &status);
+  if (r == kCaptureImplicit) return true;
+  return r == kSuccess && status != 0;
 }
 
 const DriverApi* driverApi() { return driver().lib ? &driver().api : nullptr; }

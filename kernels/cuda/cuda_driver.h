@@ -22,6 +22,10 @@ bool driverLoaded();
 PtrKind classify(const void* ptr);
 /// Synchronises stream (a CUstream / cudaStream_t). Returns "" on success, else a description of the failure.
 std::string streamSynchronize(void* stream);
+/// True when stream (a CUstream / cudaStream_t; null is the default stream) is being captured into a CUDA graph
+/// (cuStreamIsCapturing: active or invalidated capture, or the legacy default stream while another stream is in a
+/// global capture). False without a driver, on a driver without the call, or when the driver cannot say.
+bool streamCapturing(void* stream);
 /// Number of CUDA devices (initialises the driver); 0 without a driver or on any error.
 int deviceCount();
 

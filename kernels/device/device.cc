@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/params.h"
+#include "kernels/cuda/cuda_driver.h"
 #include "kernels/device/cuda_device.h"
 #include "kernels/device/sim_device.h"
 
@@ -38,6 +39,16 @@ Device& require(const char* what) {
                     "HOCCL_DEVICE=sim selects the simulated device for tests)",
                     what));
   return *d;
+}
+
+void refuseCapture(Stream stream) {
+  if (!cuda::driverLoaded() || !cuda::streamCapturing(stream)) return;
+  throw Error(
+      hocclInvalidUsage,
+      fmt::format("stream {} is being captured into a CUDA graph: hoccl's calls cannot be captured (a replay of "
+                  "the graph would communicate nothing), so nothing was enqueued; make the call outside the "
+                  "capture (PyTorch: keep collectives out of torch.cuda.graph)",
+                  stream));
 }
 
 }  // namespace hoccl::device

@@ -147,4 +147,10 @@ Device* current();
 /// current(), or throws hoccl::Error(hocclInvalidArgument) saying that there is no device and how to get one.
 Device& require(const char* what);
 
+/// Throws hoccl::Error(hocclInvalidUsage) when stream (null: the default stream) is being captured into a CUDA graph
+/// (cuda::streamCapturing): hoccl's stream-ordered calls run on a host proxy, so a graph would hold only the
+/// stream's wait for it and every replay would communicate nothing; a host-buffer call cannot wait for a capturing
+/// stream either. Does nothing without a CUDA driver.
+void refuseCapture(Stream stream);
+
 }  // namespace hoccl::device

@@ -92,7 +92,10 @@ void classifyBuffers(Op& o, const void* sendbuff, const void* recvbuff) {
 
 // The stream argument: refused when it is certainly not a stream (the device does not know it; or there is no
 // device and no CUDA driver, so no stream can exist).
+// A stream being captured into a CUDA graph is refused too: the proxy would run the collective once, now, and the
+// graph would hold only the stream's wait for it, so every replay would communicate nothing (docs/cuda.md).
 void checkStream(hocclStream_t stream) {
+  device::refuseCapture(stream);
   if (!stream) return;
   if (device::Device* d = device::current()) {
     if (!d->validStream(stream))

@@ -99,6 +99,7 @@ void requireHostBuffer(const char* what, const void* ptr) {
 }
 
 void syncStream(cudaStream_t stream) {
+  device::refuseCapture(stream);
   if (!stream) return;
   if (device::Device* d = device::current()) {
     if (!d->validStream(stream))

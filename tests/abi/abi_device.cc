@@ -55,6 +55,18 @@ void withFakeDriver(ncclComm_t comm) {
   expectResult(ncclAllReduce(host.data(), out.data(), 64, ncclFloat32, ncclSum, comm, bad), ncclInvalidArgument,
                "ncclAllReduce with an invalid stream");
   lastErrorHas("invalid resource handle");
+  // A stream being captured into a CUDA graph: refused before anything is enqueued or synchronised.
+  auto capturing = reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(0x5701));
+  const int syncsBefore = syncCalls();
+  out.assign(64, -1.0f);
+  expectResult(ncclAllReduce(host.data(), out.data(), 64, ncclFloat32, ncclSum, comm, capturing), ncclInvalidUsage,
+               "ncclAllReduce on a stream being captured into a CUDA graph");
+  lastErrorHas("captured into a CUDA graph");
+  check(out[0] == -1.0f && syncCalls() == syncsBefore, "a refused call on a capturing stream still ran");
+  expectResult(ncclGroupStart(), ncclSuccess, "ncclGroupStart");
+  expectResult(ncclSend(host.data(), 64, ncclFloat32, 0, comm, capturing), ncclInvalidUsage,
+               "ncclSend on a capturing stream inside a group");
+  expectResult(ncclGroupEnd(), ncclSuccess, "ncclGroupEnd after a refused call");
 
   void* mem = nullptr;
   expectResult(ncclMemAlloc(&mem, 4096), ncclInvalidUsage, "ncclMemAlloc with a CUDA device present");

@@ -8,7 +8,8 @@ NPROCS processes (default 2) on CUDA device 0 (NVIDIA's NCCL refuses two ranks o
 torch.distributed.init_process_group("nccl") through a TCP store on 127.0.0.1. Every rank draws every rank's inputs
 from seeded generators, so each checks its results against a float64 reference on the host: all_reduce (sum, max,
 avg; float32, bfloat16, float16, int32), all_gather_into_tensor, reduce_scatter_tensor, broadcast,
-all_to_all_single, send/recv in a ring, counts that do not divide evenly, in place. Prints one line per check and
+all_to_all_single, send/recv in a ring, counts that do not divide evenly, in place; last, an all_reduce inside
+torch.cuda.graph must be refused with hoccl's message. Prints one line per check and
 "torch-nccl-shim: PASS" or exits 1.
 
 Usage: LD_PRELOAD=/path/to/libnccl.so.2 torch_nccl_shim.py [NPROCS] [PORT]"""
@@ -99,6 +100,21 @@ def worker(rank, n, port, failures):
                       f"all_to_all, send/recv ok", flush=True)
         torch.cuda.synchronize()
         dist.barrier()
+        # Last (it may leave the communicator unusable): an all_reduce captured into a CUDA graph is refused with
+        # hoccl's message, never accepted into a graph whose replays would communicate nothing.
+        graph, t = torch.cuda.CUDAGraph(), torch.ones(8, device=dev)
+        try:
+            with torch.cuda.graph(graph):
+                dist.all_reduce(t)
+            raise AssertionError(f"rank {rank}: an all_reduce inside torch.cuda.graph was accepted")
+        except AssertionError:
+            raise
+        except Exception as exc:  # torch raises DistBackendError (or the capture's end fails after it)
+            chain = f"{exc} {exc.__context__}"
+            if 'captured into a CUDA graph' not in chain:
+                raise AssertionError(f"rank {rank}: capture refused without hoccl's message: {chain[:500]}")
+        if rank == 0:
+            print("all_reduce inside torch.cuda.graph: refused with hoccl's message", flush=True)
         dist.destroy_process_group()
     except Exception as exc:  # report, then fail the run
         print(f"torch-nccl-shim: rank {rank}: FAILED: {exc}", flush=True)

@@ -6,7 +6,9 @@
 /// - cuPointerGetAttribute calls the range in HOCCL_FAKE_CUDA_DEVICE_RANGE ("ADDR:BYTES", hex address) device
 ///   memory, any other pointer unknown to CUDA (CUDA_ERROR_INVALID_VALUE);
 /// - cuStreamSynchronize succeeds for the stream 0x5700 (and counts the calls), and fails with
-///   CUDA_ERROR_INVALID_HANDLE (400) for any other.
+///   CUDA_ERROR_INVALID_HANDLE (400) for any other;
+/// - cuStreamIsCapturing says the stream 0x5701 is being captured into a graph (and its synchronisation fails, as a
+///   capturing stream's does), every other stream is not.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -47,6 +49,11 @@ int cuPointerGetAttribute(void* data, int attribute, unsigned long long ptr) {
 int cuStreamSynchronize(void* stream) {
   if (reinterpret_cast<uintptr_t>(stream) != 0x5700) return 400;
   ++syncCalls;
+  return 0;
+}
+
+int cuStreamIsCapturing(void* stream, int* status) {
+  *status = reinterpret_cast<uintptr_t>(stream) == 0x5701 ? 1 : 0;  // CU_STREAM_CAPTURE_STATUS_ACTIVE : NONE
   return 0;
 }
 
