@@ -220,6 +220,14 @@ void rankBody(int rank, int n, const ncclUniqueId& id) {
     if (r == ncclSuccess) r = ncclRecv(nullptr, 0, ncclFloat32, (rank + n - 1) % n, comm, s);
     const ncclResult_t e = ncclGroupEnd();
     expectResult(r == ncclSuccess ? e : r, ncclSuccess, "grouped send/recv of 0 elements, NULL buffers");
+    // all_to_all_single of empty tensors: a send and a receive of 0 elements with every rank, itself included.
+    r = ncclGroupStart();
+    for (int p = 0; p < n && r == ncclSuccess; ++p) {
+      r = ncclSend(nullptr, 0, ncclFloat32, p, comm, s);
+      if (r == ncclSuccess) r = ncclRecv(nullptr, 0, ncclFloat32, p, comm, s);
+    }
+    const ncclResult_t e2 = ncclGroupEnd();
+    expectResult(r == ncclSuccess ? e2 : r, ncclSuccess, "all-to-all of 0 elements through send/recv, self included");
   }
   int salt = 1;
   runOne(*dev, comm, s, rank, n, Kind::AllReduce, 1, ncclFloat32, ncclSum, false, salt++);
