@@ -15,6 +15,7 @@ using CUresult = int;
 constexpr CUresult kSuccess = 0;
 constexpr int kAttrMemoryType = 2;      // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
 constexpr int kAttrIsManaged = 8;       // CU_POINTER_ATTRIBUTE_IS_MANAGED
+constexpr int kAttrDeviceOrdinal = 9;   // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
 constexpr unsigned kMemTypeDevice = 2;  // CU_MEMORYTYPE_DEVICE
 constexpr unsigned kMemTypeArray = 3;   // CU_MEMORYTYPE_ARRAY
 
@@ -52,6 +53,8 @@ const Driver& driver() {
     bind(x.lib, "cuDeviceGetName", a.deviceGetName);
     bind(x.lib, "cuDevicePrimaryCtxRetain", a.primaryCtxRetain);
     bind(x.lib, "cuCtxSetCurrent", a.ctxSetCurrent);
+    bind(x.lib, "cuCtxGetCurrent", a.ctxGetCurrent);
+    bind(x.lib, "cuCtxGetDevice", a.ctxGetDevice);
     bind(x.lib, "cuMemAlloc_v2", a.memAlloc);
     bind(x.lib, "cuMemFree_v2", a.memFree);
     bind(x.lib, "cuMemcpy", a.memcpy);
@@ -124,6 +127,24 @@ std::string streamSynchronize(void* stream) {
   const CUresult r = d.streamSynchronize(stream);
   if (r == kSuccess) return "";
   return "cuStreamSynchronize failed: " + errorText(d, r);
+}
+
+int pointerDevice(const void* ptr) {
+  const Driver& d = driver();
+  if (!ptr || !d.pointerGetAttribute) return -1;
+  int ordinal = -1;
+  if (d.pointerGetAttribute(&ordinal, kAttrDeviceOrdinal, reinterpret_cast<unsigned long long>(ptr)) != kSuccess)
+    return -1;
+  return ordinal;
+}
+
+int currentContextDevice() {
+  const Driver& d = driver();
+  if (!d.api.ctxGetCurrent || !d.api.ctxGetDevice) return -1;
+  void* ctx = nullptr;
+  if (d.api.ctxGetCurrent(&ctx) != kSuccess || !ctx) return -1;
+  int device = -1;
+  return d.api.ctxGetDevice(&device) == kSuccess ? device : -1;
 }
 
 bool streamCapturing(void* stream) {

@@ -26,6 +26,12 @@ std::string streamSynchronize(void* stream);
 /// (cuStreamIsCapturing: active or invalidated capture, or the legacy default stream while another stream is in a
 /// global capture). False without a driver, on a driver without the call, or when the driver cannot say.
 bool streamCapturing(void* stream);
+/// The CUDA device (ordinal) holding device memory ptr (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL), or -1 when the driver
+/// cannot say (no driver, host memory, not initialised).
+int pointerDevice(const void* ptr);
+/// The device (ordinal) of the calling thread's current CUDA context, as `cudaSetDevice` / `torch.cuda.set_device`
+/// leave it, or -1 when the thread has none (or the driver is not initialised). Does not initialise the driver.
+int currentContextDevice();
 /// Number of CUDA devices (initialises the driver); 0 without a driver or on any error.
 int deviceCount();
 
@@ -67,6 +73,8 @@ struct DriverApi {
   int (*deviceGetName)(char*, int, int) = nullptr;                                      ///< cuDeviceGetName
   int (*primaryCtxRetain)(void**, int) = nullptr;                                       ///< cuDevicePrimaryCtxRetain
   int (*ctxSetCurrent)(void*) = nullptr;                                                ///< cuCtxSetCurrent
+  int (*ctxGetCurrent)(void**) = nullptr;                                               ///< cuCtxGetCurrent
+  int (*ctxGetDevice)(int*) = nullptr;                                                  ///< cuCtxGetDevice
   int (*memAlloc)(unsigned long long*, size_t) = nullptr;                               ///< cuMemAlloc_v2
   int (*memFree)(unsigned long long) = nullptr;                                         ///< cuMemFree_v2
   int (*memcpy)(unsigned long long, unsigned long long, size_t) = nullptr;              ///< cuMemcpy

@@ -1,4 +1,5 @@
-// Which device this process uses (device.h): HOCCL_DEVICE=sim, cuda (the default when a GPU is found) or none.
+// Which device this process uses (device.h): HOCCL_DEVICE=sim, cuda (the default when a GPU is found: the device
+// current on the thread that first needs one, else device 0) or none.
 #include "kernels/device/device.h"
 
 #include <fmt/format.h>
@@ -20,7 +21,10 @@ Device* current() {
     if (want == "sim") {
       d = makeSimDevice();
     } else if (want.empty() || want == "cuda") {
-      d = makeCudaDevice(0);
+      // As NCCL: the device current on the calling thread (cudaSetDevice, torch.cuda.set_device) when hoccl first
+      // needs one, else device 0. One device per process (docs/cuda.md).
+      const int ordinal = cuda::currentContextDevice();
+      d = makeCudaDevice(ordinal < 0 ? 0 : ordinal);
       if (!d && want == "cuda") HOCCL_WARN(kInit, "HOCCL_DEVICE=cuda but no CUDA device was found: host memory only");
     } else if (want != "none") {
       HOCCL_WARN(kInit, "HOCCL_DEVICE={} is not sim, cuda or none: no device is used", want);

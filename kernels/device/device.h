@@ -140,8 +140,9 @@ class Device {
   virtual bool canAccessPeer(const std::string& peerKey) = 0;
 };
 
-/// The device of this process: the simulated one when HOCCL_DEVICE=sim, CUDA device 0 when HOCCL_DEVICE is unset
-/// or "cuda" and the driver finds a GPU, else none (null; HOCCL_DEVICE=none forces that). Chosen once.
+/// The device of this process: the simulated one when HOCCL_DEVICE=sim; when HOCCL_DEVICE is unset or "cuda" and the
+/// driver finds a GPU, the CUDA device of the calling thread's current context (cudaSetDevice, torch.cuda.set_device)
+/// or device 0 when it has none; else none (null; HOCCL_DEVICE=none forces that). Chosen once, on first use.
 Device* current();
 
 /// current(), or throws hoccl::Error(hocclInvalidArgument) saying that there is no device and how to get one.

@@ -88,6 +88,18 @@ void classifyBuffers(Op& o, const void* sendbuff, const void* recvbuff) {
         fmt::format("{} is CUDA device memory but this process uses no device (HOCCL_DEVICE=none, or "
                     "the CUDA device could not be opened); pass host buffers",
                     sendbuff ? sendbuff : static_cast<const void*>(recvbuff)));
+  if (sendDev && !device::current()->simulated()) {
+    const int own = device::current()->ordinal();
+    for (const void* p : {sendbuff, static_cast<const void*>(recvbuff)}) {
+      const int where = cuda::pointerDevice(p);
+      if (where >= 0 && where != own)
+        throwInvalidArgument(fmt::format(
+            "{} {} is memory of CUDA device {}, but hoccl uses CUDA device {} in this process (the device current "
+            "when hoccl first needed one); make device {} current (cudaSetDevice, torch.cuda.set_device) before "
+            "creating the communicator, or give each rank one GPU with CUDA_VISIBLE_DEVICES",
+            p == sendbuff ? "sendbuff" : "recvbuff", p, where, own, where));
+    }
+  }
 }
 
 // The stream argument: refused when it is certainly not a stream (the device does not know it; or there is no
