@@ -221,8 +221,8 @@ hocclResult_t hocclDeviceName(const char** name);
 hocclResult_t hocclDeviceMalloc(void** ptr, size_t bytes);
 /// Frees memory of hocclDeviceMalloc (NULL is ignored). hoccl extension.
 hocclResult_t hocclDeviceFree(void* ptr);
-/// Copies bytes between host and device memory in any direction, after the work of the default stream; returns when
-/// done. hoccl extension.
+/// Copies bytes between host and device memory in any direction; returns when done. Not ordered after any stream's
+/// work: synchronise the stream that produced src first (hocclStreamSynchronize). hoccl extension.
 hocclResult_t hocclDeviceMemcpy(void* dst, const void* src, size_t bytes);
 /// Creates a stream of the process's device. hoccl extension.
 hocclResult_t hocclStreamCreate(hocclStream_t* stream);

@@ -55,7 +55,9 @@ class Device {
   virtual void free(void* ptr) = 0;
   /// True when ptr lies in device memory of this device (allocated here or mapped from a peer).
   virtual bool owns(const void* ptr) const = 0;
-  /// Copies bytes between any two of host and device memory, synchronously (after the default stream's work).
+  /// Copies bytes between any two of host and device memory, synchronously: complete when it returns, and ordered
+  /// with no stream (synchronise the stream that produced src, or that reads dst, yourself). CUDA: cuMemcpyAsync on a
+  /// private non-blocking stream, then that stream's synchronisation.
   virtual void memcpy(void* dst, const void* src, size_t bytes) = 0;
   /// Allocates bytes of pinned host memory that the device's copies and kernels can read and write at the same
   /// address (CUDA: cuMemHostAlloc, device-mapped and portable); the host reads and writes it as usual.
