@@ -120,6 +120,9 @@
   INT(SIM_HOST_ACCESS, 0, 0, 1,                                                                                        \
       "Simulated device only: 1 lets host code read and write its device memory directly (a GPU's host cannot); "      \
       "0 (strict, as a GPU) maps device memory with no host access, so a direct host access faults")                   \
+  INT(SIM_LAZY_LOADING, 0, 0, 1,                                                                                       \
+      "Simulated device only, a test aid: 1 starts with no kernel loaded, as CUDA's lazy loading, and fails the "      \
+      "first launch of a kernel while a stream waits for a host flag (on a GPU it deadlocks); 0 preloads them all")    \
   INT(STAGING_CHUNK, 1048576, 4096, int64_t{1} << 30,                                                                  \
       "Bytes per piece when device buffers are staged through pinned host memory (a GPU with the shm or tcp "          \
       "transport); rounded down to a multiple of 64. Must be the same on every rank")                                  \

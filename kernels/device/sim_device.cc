@@ -11,6 +11,16 @@
  * as it would on a GPU. The kernels also refuse pageable host memory (a GPU kernel can read only device memory and
  * pinned, device-mapped host memory: mallocHost), and an access past the end of an allocation. With
  * HOCCL_SIM_HOST_ACCESS=1 both views are one read-write mapping (the host may touch device memory).
+ *
+ * Two CUDA calls wait for the whole device to go idle, which a stream waiting for a host flag (streamWaitFlag) holds
+ * off until the host sets it: cuMemFree / cuMemFreeHost, and the first launch of a kernel under CUDA's lazy loading
+ * (the default since CUDA 12.2: the launch loads the kernel, and loading waits for the device). Called by the thread
+ * that sets the flag afterwards (hoccl's proxy), they deadlock on a GPU. The sim refuses them instead, at once, with
+ * hoccl::Error: every stream tracks its queued flag waits until they have run, and free(), freeHost() and the launch of
+ * a kernel not loaded yet throw, changing nothing, while any stream of the device has a queued wait whose flag is
+ * still below its value (the work queued behind it waits too). Kernels (reduce per type and op, scale and divide per
+ * type; copies need none) are all loaded when the sim is made, as the CUDA device preloads them; with
+ * HOCCL_SIM_LAZY_LOADING=1 none is, and each is loaded by its first launch that finds no such wait.
  */
 #include "kernels/device/sim_device.h"
 
@@ -26,6 +36,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -44,6 +55,12 @@ constexpr size_t kPage = 4096;
 // One stream: a worker thread and its ordered queue.
 class SimStream {
  public:
+  // A flag wait queued on the stream whose flag is below its value (it holds `held`).
+  struct UnmetWait {
+    const uint32_t* flag;
+    uint32_t value, held;
+  };
+
   SimStream() : worker_([this] { loop(); }) {}
   ~SimStream() {
     {
@@ -60,6 +77,37 @@ class SimStream {
       ++pushed_;
     }
     cv_.notify_all();
+  }
+  // Queues a wait until *flag >= value, tracked (unmetWait) from now until it has run.
+  void pushFlagWait(const uint32_t* flag, uint32_t value) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      const uint64_t id = ++flagWaitIds_;
+      flagWaits_[id] = {flag, value};
+      queue_.push_back([this, id, flag, value] {
+        struct Untrack {  // also when the wait gives up (throws)
+          SimStream* s;
+          uint64_t id;
+          ~Untrack() {
+            std::lock_guard<std::mutex> l(s->mu_);
+            s->flagWaits_.erase(id);
+          }
+        } untrack{this, id};
+        waitOnFlag(flag, value);
+      });
+      ++pushed_;
+    }
+    cv_.notify_all();
+  }
+  // The first flag wait queued here, not yet run, whose flag is still below its value (the stream is blocked there,
+  // or will be when it gets there); none when every queued flag wait is met.
+  std::optional<UnmetWait> unmetWait() const {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const auto& [id, w] : flagWaits_) {
+      const uint32_t held = __atomic_load_n(w.first, __ATOMIC_ACQUIRE);
+      if (held < w.second) return UnmetWait{w.first, w.second, held};
+    }
+    return std::nullopt;
   }
   // Waits until everything pushed so far has run; returns the first error (then cleared), "" if none.
   std::string drain() {
@@ -93,9 +141,13 @@ class SimStream {
     }
   }
 
-  std::mutex mu_;
+  static void waitOnFlag(const uint32_t* flag, uint32_t value);
+
+  mutable std::mutex mu_;
   std::condition_variable cv_, idle_;
   std::deque<std::function<void()>> queue_;
+  std::map<uint64_t, std::pair<const uint32_t*, uint32_t>> flagWaits_;  // queued flag waits in order: flag, value
+  uint64_t flagWaitIds_ = 0;
   uint64_t pushed_ = 0, done_ = 0;
   bool stop_ = false;
   std::string error_;
@@ -122,6 +174,11 @@ void waitOnStream(Ready&& ready, const std::string& what) {
                               "(raise HOCCL_TIMEOUT if it is only slow)",
                               timeout.count(), what));
   }
+}
+
+void SimStream::waitOnFlag(const uint32_t* flag, uint32_t value) {
+  waitOnStream([&] { return __atomic_load_n(flag, __ATOMIC_ACQUIRE) >= value; },
+               fmt::format("a flag to reach {}", value));
 }
 
 struct Allocation {
@@ -156,6 +213,16 @@ void unmapViews(void* user, const Allocation& a) {
 
 class SimDevice final : public Device {
  public:
+  SimDevice() {
+    if (lazyLoading_) return;
+    for (int t = 0; t < hocclNumTypes; ++t) {  // what the CUDA device's hocclCudaPreload loads
+      const auto dt = static_cast<hocclDataType_t>(t);
+      for (kernels::BinOp op : kAllOps) loaded_.insert(kernelKey(Kernel::Reduce, dt, op));
+      loaded_.insert(kernelKey(Kernel::Scale, dt));
+      loaded_.insert(kernelKey(Kernel::Divide, dt));
+    }
+  }
+
   std::string name() const override { return "simulated device 0 (CPU, HOCCL_DEVICE=sim)"; }
   bool simulated() const override { return true; }
   int ordinal() const override { return 0; }
@@ -195,6 +262,7 @@ class SimDevice final : public Device {
             fmt::format("simulated device: free of {}, which is not the start of a device "
                         "allocation of this process",
                         ptr));
+      refuseWhileFlagWait(fmt::format("cuMemFree-like free of {}", ptr));
       a = it->second;
       allocs_.erase(it);
     }
@@ -229,8 +297,11 @@ class SimDevice final : public Device {
     if (!ptr) return;
     {
       std::lock_guard<std::mutex> l(mu_);
-      if (pinned_.erase(reinterpret_cast<uintptr_t>(ptr)) == 0)
+      auto it = pinned_.find(reinterpret_cast<uintptr_t>(ptr));
+      if (it == pinned_.end())
         throwInvalidArgument(fmt::format("simulated device: freeHost of {}, which is not from mallocHost", ptr));
+      refuseWhileFlagWait(fmt::format("cuMemFreeHost-like freeHost of {}", ptr));
+      pinned_.erase(it);
     }
     ::free(ptr);
   }
@@ -290,10 +361,7 @@ class SimDevice final : public Device {
 
   void launchHostFunc(Stream stream, std::function<void()> fn) override { get(stream).push(std::move(fn)); }
   void streamWaitFlag(Stream stream, const uint32_t* flag, uint32_t value) override {
-    get(stream).push([flag, value] {
-      waitOnStream([&] { return __atomic_load_n(flag, __ATOMIC_ACQUIRE) >= value; },
-                   fmt::format("a flag to reach {}", value));
-    });
+    get(stream).pushFlagWait(flag, value);
   }
   uint32_t* allocFlag() override { return new uint32_t(0); }
   void freeFlag(uint32_t* flag) override { delete flag; }
@@ -311,7 +379,9 @@ class SimDevice final : public Device {
     void* d = view(dst, bytes, Access::Kernel);
     const void* x = view(a, bytes, Access::Kernel);
     const void* y = view(b, bytes, Access::Kernel);
-    get(stream).push([=] { kernels::sim::reduce(d, x, y, n, dt, op); });
+    SimStream& q = get(stream);
+    load(Kernel::Reduce, dt, op);
+    q.push([=] { kernels::sim::reduce(d, x, y, n, dt, op); });
   }
   void launchScale(Stream stream, void* dst, const void* src, size_t n, hocclDataType_t dt,
                    const void* scalar) override {
@@ -326,12 +396,16 @@ class SimDevice final : public Device {
     const size_t bytes = n * kernels::typeSize(dt);
     void* d = view(dst, bytes, Access::Kernel);
     const void* s = view(src, bytes, Access::Kernel);
-    get(stream).push([=] { kernels::sim::scale(d, s, n, dt, &value); });
+    SimStream& q = get(stream);
+    load(Kernel::Scale, dt);
+    q.push([=] { kernels::sim::scale(d, s, n, dt, &value); });
   }
   void launchDivide(Stream stream, void* data, size_t n, hocclDataType_t dt, int divisor) override {
     if (!n) return;
     void* d = view(data, n * kernels::typeSize(dt), Access::Kernel);
-    get(stream).push([=] { kernels::sim::divide(d, n, dt, divisor); });
+    SimStream& q = get(stream);
+    load(Kernel::Divide, dt);
+    q.push([=] { kernels::sim::divide(d, n, dt, divisor); });
   }
 
   IpcHandle exportHandle(const void* ptr) override {
@@ -448,6 +522,70 @@ class SimDevice final : public Device {
 
  private:
   enum class Access { Copy, Kernel };
+  enum class Kernel { Reduce, Scale, Divide };
+  static constexpr kernels::BinOp kAllOps[] = {kernels::BinOp::Sum, kernels::BinOp::Prod, kernels::BinOp::Max,
+                                               kernels::BinOp::Min};
+
+  static int kernelKey(Kernel k, hocclDataType_t dt, kernels::BinOp op = kernels::BinOp::Sum) {
+    return (static_cast<int>(k) << 16) | (static_cast<int>(dt) << 8) | static_cast<int>(op);
+  }
+
+  // A stream of this device with a queued flag wait that is not met (see the file comment), if any.
+  struct Blocked {
+    Stream stream;  // null: the default stream
+    SimStream::UnmetWait wait;
+  };
+  std::optional<Blocked> blockedOnFlagLocked() const {  // mu_ held
+    for (const auto& [handle, s] : streams_)
+      if (auto w = s->unmetWait()) return Blocked{handle, *w};
+    if (defaultStream_)
+      if (auto w = defaultStream_->unmetWait()) return Blocked{nullptr, *w};
+    return std::nullopt;
+  }
+
+  static std::string describe(const Blocked& b) {
+    return fmt::format("stream {} waits for a host flag (value {}, the flag at {} holds {})",
+                       b.stream ? fmt::format("{}", b.stream) : std::string("0x0 (the default stream)"), b.wait.value,
+                       static_cast<const void*>(b.wait.flag), b.wait.held);
+  }
+
+  // cuMemFree and cuMemFreeHost may wait for the whole device: throws, before anything is freed, when a stream waits
+  // for a flag the host has not set yet. `what`: the call and its pointer. mu_ held. Both refusals here are
+  // hocclInternalError: met on the proxy (hoccl's own code), a GPU would hang there mid-collective, so the communicator
+  // is broken and the failure is shared with every rank (instead of the peers waiting for this one until the timeout).
+  void refuseWhileFlagWait(const std::string& what) const {
+    const std::optional<Blocked> b = blockedOnFlagLocked();
+    if (!b) return;
+    throw Error(hocclInternalError,
+                fmt::format("simulated device: {} while {}: on a GPU this waits for the whole device to go idle, so "
+                            "it deadlocks when the flag is set by the host after this call (hoccl's proxy sets it "
+                            "once it has run the stream's collective); free after the stream has run past the wait "
+                            "(keep the memory until then)",
+                            what, describe(*b)));
+  }
+
+  // The launch of a kernel: under HOCCL_SIM_LAZY_LOADING=1, its first launch loads it, which on a GPU waits for the
+  // whole device; throws (nothing launched, the kernel still not loaded) when a stream waits for an unset flag.
+  void load(Kernel k, hocclDataType_t dt, kernels::BinOp op = kernels::BinOp::Sum) {
+    if (kernels::typeSize(dt) == 0) return;  // an invalid type: the kernel itself reports it
+    const int key = kernelKey(k, dt, op);
+    std::lock_guard<std::mutex> l(mu_);
+    if (loaded_.count(key)) return;
+    if (const std::optional<Blocked> b = blockedOnFlagLocked()) {
+      const std::string kernel = k == Kernel::Reduce
+                                     ? fmt::format("reduce kernel ({}, {})", kernels::typeName(dt), kernels::opName(op))
+                                     : fmt::format("{} kernel ({})", k == Kernel::Scale ? "scale" : "divide",
+                                                   kernels::typeName(dt));
+      throw Error(hocclInternalError,
+                  fmt::format("simulated device: the first launch of the {} loads it (CUDA lazy loading, "
+                              "HOCCL_SIM_LAZY_LOADING=1) while {}: on a GPU loading waits for the whole device to go "
+                              "idle, so it deadlocks when the flag is set by the host after this call (hoccl's proxy "
+                              "sets it once it has run the stream's collective); load every kernel before any stream "
+                              "waits for the host, as the CUDA device does when it is created (hocclCudaPreload)",
+                              kernel, describe(*b)));
+    }
+    loaded_.insert(key);
+  }
 
   // Where the device's copies and kernels reach [p, p + bytes): the device view of a device allocation (the range must
   // lie inside it), memory of mallocHost as is, and ordinary host memory as is for a copy (cuMemcpyAsync takes it)
@@ -496,7 +634,9 @@ class SimDevice final : public Device {
   }
 
   const bool strict_ = params::SIM_HOST_ACCESS.get() == 0;
+  const bool lazyLoading_ = params::SIM_LAZY_LOADING.get() == 1;
   mutable std::mutex mu_;
+  std::set<int> loaded_;  // kernelKey of every loaded kernel
   std::map<uintptr_t, Allocation> allocs_;
   std::map<uintptr_t, size_t> pinned_;  // mallocHost: address -> bytes
   std::map<Stream, std::unique_ptr<SimStream>> streams_;
