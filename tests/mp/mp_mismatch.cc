@@ -64,6 +64,9 @@ struct Case {
   bool groupEven = false;  ///< the even ranks (who != Odd: the ranks of call b) call inside hocclGroupStart/End
   bool knownGap = false;   ///< not detected as a mismatch yet: every rank must still fail, in time, writing nothing
   Who who = Who::Odd;      ///< the ranks that make call b
+  /// The ranks of call b make, instead of b, a send and a receive of b's count with rank (rank + n/2) mod n, grouped
+  /// (point-to-point calls are not checked: --p2p, an experiment, not a meson test).
+  bool p2pFar = false;
 };
 
 bool callsB(const Case& cs, int rank, int n) {
@@ -219,6 +222,18 @@ const Case kFarCases[] = {
      Who::Last},
 };
 
+// --p2p (an experiment): point-to-point calls with a far peer against the others' all-reduce.
+const Case kP2PCases[] = {
+    {"rank 0: send/recv 100 floats with rank n/2, the others all-reduce 100 floats",
+     {Coll::AllReduce, 100},
+     {Coll::AllReduce, 100},
+     0,
+     false,
+     true,
+     Who::First,
+     true},
+};
+
 transport::CollCall collCall(const Call& c) {
   transport::CollCall t;
   t.coll = c.coll;
@@ -280,7 +295,14 @@ int runCase(int rank, int n, const hocclUniqueId& id, const Case& cs) {
   const std::vector<unsigned char> sendBefore = send.raw;
   const auto start = Clock::now();
   hocclResult_t rc;
-  if (cs.groupEven && (cs.who == Who::Odd ? !makesB : makesB)) {  // the even ranks, or the one that makes call b
+  if (cs.p2pFar && makesB) {
+    const int far = (rank + n / 2) % n;
+    MP_CHECK(rank, hocclGroupStart());
+    rc = hocclSend(send.data(), mine.count, mine.dt, far, comm, nullptr);
+    if (rc == hocclSuccess) rc = hocclRecv(recv.data(), mine.count, mine.dt, far, comm, nullptr);
+    const hocclResult_t end = hocclGroupEnd();
+    if (rc == hocclSuccess) rc = end;
+  } else if (cs.groupEven && (cs.who == Who::Odd ? !makesB : makesB)) {  // the even ranks, or the one that makes call b
     MP_CHECK(rank, hocclGroupStart());
     rc = issue(mine, send.data(), recv.data(), comm);
     const hocclResult_t end = hocclGroupEnd();
@@ -333,12 +355,13 @@ int runCase(int rank, int n, const hocclUniqueId& id, const Case& cs) {
 
 int main(int argc, char** argv) {
   int nranks = 2;
-  bool tcp = false, far = false;
+  bool tcp = false, far = false, p2p = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--ranks" && i + 1 < argc) nranks = std::atoi(argv[++i]);
     else if (a == "--transport" && i + 1 < argc) tcp = std::string(argv[++i]) == "tcp";
     else if (a == "--far") far = true;
+    else if (a == "--p2p") far = p2p = true;
   }
   if (far) {
     gTimeoutSeconds = 60;
@@ -352,8 +375,9 @@ int main(int argc, char** argv) {
     unsetenv(v);
   if (tcp) setenv("HOCCL_SHM_DISABLE", "1", 1);
   int bad = 0;
-  const auto cases = far ? std::vector<Case>(std::begin(kFarCases), std::end(kFarCases))
-                         : std::vector<Case>(std::begin(kCases), std::end(kCases));
+  const auto cases = p2p   ? std::vector<Case>(std::begin(kP2PCases), std::end(kP2PCases))
+                     : far ? std::vector<Case>(std::begin(kFarCases), std::end(kFarCases))
+                           : std::vector<Case>(std::begin(kCases), std::end(kCases));
   for (const Case& cs : cases) {
     std::printf("== %d ranks over %s: %s\n", nranks, tcp ? "tcp" : "shm", cs.name);
     std::fflush(stdout);
