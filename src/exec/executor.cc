@@ -182,7 +182,7 @@ void peersOf(const Cursor& c, size_t from, size_t to, std::vector<int>& out) {
   const Communicator& comm = *c.comm;
   out.clear();
   if (!comm.lazy()) return;
-  thread_local std::vector<uint32_t> seen;  // by rank: == epoch when already in c.used
+  thread_local std::vector<uint32_t> seen;  // by rank: == epoch when already in out
   thread_local uint32_t epoch = 0;
   if (seen.size() < static_cast<size_t>(comm.nranks())) seen.resize(static_cast<size_t>(comm.nranks()), 0);
   if (++epoch == 0) {
