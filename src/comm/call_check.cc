@@ -26,6 +26,10 @@
  * Lazy connections (HOCCL_CONNECT=lazy): doubling connects the peers r +- 2^k, 2 * ceil(log2 n) at most and once per
  * communicator: 20 at 1,024 ranks, against 2 for the ring below and n - 1 for eager connections. Under
  * HOCCL_MAX_CONNS they would be closed and connected again on every check, so there `auto` takes `all`'s ring.
+ * The check's peers depend only on the communicator, never on the call, so ranks whose calls differ still meet in
+ * the check: the executor connects a call's own peers only once its check has passed (exec::Task::gate). Were they
+ * connected first, a rank whose call reaches a far rank (all-to-all) would wait for that rank to connect, which it
+ * never does when its own call (a ring) does not need it, and the mismatch would end in HOCCL_TIMEOUT.
  *
  * all: every rank posts its fingerprint to every peer and a receive of 64 bytes from every peer, so every rank has
  * all of them and lists every rank's call on a difference. With lazy connections the fingerprints go round a ring
@@ -452,7 +456,8 @@ void checkCall(const Op& op) {
 exec::Task checkTask(const Op& op) {
   exec::Task t;
   t.comm = op.comm;
-  if (op.comm->lazy()) {  // connected by the executor with the other tasks' peers (a group)
+  t.gate = true;          // the call's own peers are connected once every rank agreed on the call
+  if (op.comm->lazy()) {  // connected by the executor before the check; the call's own peers only after it (gate)
     const int n = op.comm->nranks(), r = op.comm->rank();
     if (exchangeOf(*op.comm) == Exchange::Doubling) t.peers = doublingCheckPeers(r, n);
     else t.peers = {(r + 1) % n, (r + n - 1) % n};  // the ring

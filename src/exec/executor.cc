@@ -17,10 +17,14 @@
  * variant its peers agreed on) and an epilogue (polled after its last step): HO-Ring's host level on mapped memory
  * (comm/host_level_plan.h) runs there.
  *
- * Lazy connections (HOCCL_CONNECT=lazy): before anything moves, each communicator connects every peer its tasks'
- * schedules name that it has no channel to yet, all at once (Communicator::connect); those peers do the same for the
- * same call, so a ring connects its 2 peers on the first call and reuses them for every later one. Several
- * communicators of one group connect at once, each in a thread of its own (their ranks may meet them in any order).
+ * Lazy connections (HOCCL_CONNECT=lazy): before a task starts, its communicator connects every peer the task's
+ * schedule names that it has no channel to yet, all at once (Communicator::connect); those peers do the same for the
+ * same call, so a ring connects its 2 peers on the first call and reuses them for every later one. A run on one
+ * communicator connects the peers of its tasks up to and including the next gate (Task::gate: the mismatch check)
+ * together, and those after it once the gate has passed: the check's peers are the same on every rank whatever the
+ * call, so ranks whose calls differ meet in the check and fail there at once, and a call connects its own peers only
+ * once every rank agreed on it. Several communicators of one group connect all their tasks' peers before anything
+ * moves, each in a thread of its own (their ranks may meet them in any order).
  * The peers a run uses are pinned on their communicator for the run (Communicator::beginRun): with HOCCL_MAX_CONNS
  * the communicator closes only other, idle connections (comm/conn_limit.cc). Before connecting, a run waits for the
  * answer to any close request it had sent to one of its peers, answering its peers' requests on every communicator
@@ -58,7 +62,9 @@ struct Cursor {
   bool opened = false;                      // the current task's prelude is over
   bool inHook = false;                      // waiting in the current task's prelude or epilogue
   std::vector<transport::Channel*> active;  // channels touched by the current step
-  std::vector<int> used;                    // lazy connections: every peer the tasks use, once each
+  std::vector<int> used;                    // lazy connections: every peer the tasks use, once each (pinned)
+  std::vector<int> segment;                 // lazy connections: the peers of tasks [task, ready), once each
+  size_t ready = 0;                         // tasks before this one have their peers connected
   bool done() const { return task >= tasks.size(); }
   // Starts over for communicator `c`, keeping the vectors' capacity.
   void reset(Communicator* c) {
@@ -66,7 +72,8 @@ struct Cursor {
     tasks.clear();
     active.clear();
     used.clear();
-    task = step = 0;
+    segment.clear();
+    task = step = ready = 0;
     posted = started = opened = inHook = false;
   }
 };
@@ -170,12 +177,12 @@ std::string pendingPeers(const Cursor& c) {
   return peers;
 }
 
-// Lazy connections: every peer that c's tasks use, once each, into c.used (left empty in eager mode).
-void usedPeers(Cursor& c) {
+// Lazy connections: every peer that c's tasks [from, to) use, once each, into `out` (left empty in eager mode).
+void peersOf(const Cursor& c, size_t from, size_t to, std::vector<int>& out) {
   const Communicator& comm = *c.comm;
-  c.used.clear();
+  out.clear();
   if (!comm.lazy()) return;
-  thread_local std::vector<uint32_t> seen;  // by rank: == epoch when already in c.used
+  thread_local std::vector<uint32_t> seen;  // by rank: == epoch when already in out
   thread_local uint32_t epoch = 0;
   if (seen.size() < static_cast<size_t>(comm.nranks())) seen.resize(static_cast<size_t>(comm.nranks()), 0);
   if (++epoch == 0) {
@@ -185,9 +192,10 @@ void usedPeers(Cursor& c) {
   auto use = [&](int p) {
     if (seen[static_cast<size_t>(p)] == epoch) return;
     seen[static_cast<size_t>(p)] = epoch;
-    c.used.push_back(p);
+    out.push_back(p);
   };
-  for (const Task* t : c.tasks) {
+  for (size_t i = from; i < to; ++i) {
+    const Task* t = c.tasks[i];
     for (int p : t->peers) use(p);
     if (!t->schedule) continue;
     for (const sched::Step& step : t->schedule->steps)
@@ -197,11 +205,34 @@ void usedPeers(Cursor& c) {
   }
 }
 
-// The peers of c.used that have no usable channel yet, into `missing` (nothing to do, and no allocation, once they
+// Lazy connections: the tasks from c.task on whose peers are connected together (c.ready: the end of them) and those
+// peers (c.segment). A run on one communicator connects them up to and including the next gate (the mismatch check),
+// so that a call's own peers are connected only once every rank agreed on the call: a rank whose call differs fails
+// in the check, which connects the same peers on every rank, instead of waiting (HOCCL_TIMEOUT) to connect a peer
+// that makes another call and so never connects to it. Several communicators of one group connect all their tasks'
+// peers at once, before anything moves (their ranks may reach the gates of different communicators in any order, and
+// a connect blocks the thread: connecting at a gate of one while a peer connects at a gate of the other would wait
+// for each other).
+void nextSegment(Cursor& c, bool gated) {
+  c.ready = c.tasks.size();
+  if (!c.comm->lazy()) {
+    c.segment.clear();
+    return;
+  }
+  if (gated)
+    for (size_t i = c.task; i < c.tasks.size(); ++i)
+      if (c.tasks[i]->gate) {
+        c.ready = i + 1;
+        break;
+      }
+  peersOf(c, c.task, c.ready, c.segment);
+}
+
+// The peers of c.segment that have no usable channel yet, into `missing` (nothing to do, and no allocation, once they
 // are all connected).
 void unconnectedPeers(const Cursor& c, std::vector<int>& missing) {
   missing.clear();
-  for (int p : c.used)
+  for (int p : c.segment)
     if (!c.comm->connected(p)) missing.push_back(p);
 }
 
@@ -218,7 +249,7 @@ WaitPolicy leastEagerPolicy(const std::vector<Cursor>& cursors) {
 void settleCloses(std::vector<Cursor>& cursors) {
   bool any = false;  // the common case: no request open to a peer of this run, nothing to read
   for (const Cursor& c : cursors)
-    for (int p : c.used) any |= c.comm->closing(p);
+    for (int p : c.segment) any |= c.comm->closing(p);
   if (!any) return;
   static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
   Backoff backoff(leastEagerPolicy(cursors));
@@ -226,7 +257,7 @@ void settleCloses(std::vector<Cursor>& cursors) {
   while (true) {
     bool waiting = false;
     for (Cursor& c : cursors)
-      if (!c.used.empty()) waiting |= c.comm->serviceIdle(c.used);
+      if (!c.segment.empty()) waiting |= c.comm->serviceIdle(c.segment);
     if (!waiting) return;
     for (Cursor& c : cursors) {
       Health& health = c.comm->health();
@@ -294,6 +325,7 @@ void connectPeers(std::vector<Cursor>& cursors) {
 bool advance(Cursor& c) {
   bool moved = false;
   while (!c.done()) {
+    if (c.task >= c.ready) return moved;  // its peers are connected first (run)
     Task& t = *c.tasks[c.task];
     if (!c.started) {
       if (t.before) t.before();
@@ -401,7 +433,7 @@ void run(std::vector<Task>& tasks) {
     size_t begun = 0;  // beginRun pins before anything that may throw: those are unpinned whatever happens
     explicit Pins(std::vector<Cursor>& c) : cs(c) {}
     void begin() {
-      for (auto& x : cs) usedPeers(x);
+      for (auto& x : cs) peersOf(x, 0, x.tasks.size(), x.used);
       for (auto& x : cs) {
         ++begun;
         if (!x.used.empty()) x.comm->beginRun(x.used);
@@ -413,6 +445,8 @@ void run(std::vector<Task>& tasks) {
     }
   } pins(cursors);
   pins.begin();
+  const bool gated = cursors.size() == 1;
+  for (Cursor& c : cursors) nextSegment(c, gated);
   settleCloses(cursors);
   connectPeers(cursors);
   static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
@@ -424,6 +458,12 @@ void run(std::vector<Task>& tasks) {
     for (Cursor& c : cursors) {
       Health& health = c.comm->health();
       if (health.aborted() || health.failed()) health.check(c.comm->describe(), currentWhat(c));
+      if (!c.done() && c.task >= c.ready) {  // past a gate (one communicator only): the next tasks' peers
+        nextSegment(c, gated);
+        settleCloses(cursors);
+        connectPeers(cursors);
+        moved = true;
+      }
       moved |= advance(c);
       allDone &= c.done();
     }

@@ -43,7 +43,11 @@ struct Task {
   /// while a helper thread keeps them moving (exec/progress_helper.h). Throws hoccl::Error to fail the task. Must be
   /// set when the schedule has callback prims.
   std::function<void(const sched::Prim& prim, char* data)> callback;
-  std::vector<int> peers;  ///< with poll, lazy connections: peers it uses, connected before the run starts
+  std::vector<int> peers;  ///< with poll, lazy connections: peers it uses, connected before the task starts
+  /// Lazy connections: the peers of the tasks after this one (of its communicator) are connected only once it has
+  /// finished. The mismatch check (comm/call_check.h) is such a gate: ranks whose calls differ then fail in the check
+  /// instead of waiting for a peer that makes another call and never connects.
+  bool gate = false;
   /// With a schedule: polled after `before` until true, never blocks, before the first step; it may replace the
   /// task's schedule (a variant its peers agreed on in the prelude). `waitingFor` names whom it waits for. May be
   /// empty.

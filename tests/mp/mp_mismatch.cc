@@ -11,13 +11,22 @@
 // detects the mismatch before any data moves, so every rank must return hocclInvalidUsage naming both calls, and
 // the communicator must stay usable: a matching all-reduce afterwards gives the right sum.
 //
-// Usage: mp_mismatch --ranks N [--transport shm|tcp]
+// --far runs other cases instead, with HOCCL_TIMEOUT=60: one rank (rank 0, or the middle one) makes a call whose
+// peers reach far ranks (all-to-all: every rank) while the others make a call that needs only near ones (or, over shm,
+// none: the one-host shortcuts). With lazy connections (the default) the far ranks never connect to that rank for
+// their own call; every rank must still fail with the mismatch error naming both calls within kFarLimitSeconds, well
+// before HOCCL_TIMEOUT (the check's peers are connected first, the call's own only once the check has passed), and a
+// matching all-reduce must work afterwards.
+//
+// Usage: mp_mismatch --ranks N [--transport shm|tcp] [--far]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "harness.h"
 #include "kernels/cpu/reduce.h"
@@ -29,7 +38,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr int kTimeoutSeconds = 5;
+int gTimeoutSeconds = 5;   // HOCCL_TIMEOUT (60 with --far)
+double gLimitSeconds = 8;  // every rank returns within this (HOCCL_TIMEOUT + 3 s; kFarLimitSeconds with --far)
+constexpr double kFarLimitSeconds = 5;
 constexpr size_t kGuardBytes = 4096;
 constexpr unsigned char kCanary = 0xA5;
 
@@ -43,16 +54,19 @@ struct Call {
 };
 
 /// Which ranks make call b (the others make a).
-enum class Who { Odd, Middle, Last };
+enum class Who { Odd, Middle, Last, First };
 
 /// Even ranks call a, odd ranks b (or who says).
 struct Case {
   const char* name;
   Call a, b;
   int warmup = 0;          ///< matching small all-reduces made first (past the calls the default policy always checks)
-  bool groupEven = false;  ///< the even ranks make their call inside hocclGroupStart/End
+  bool groupEven = false;  ///< the even ranks (who != Odd: the ranks of call b) call inside hocclGroupStart/End
   bool knownGap = false;   ///< not detected as a mismatch yet: every rank must still fail, in time, writing nothing
   Who who = Who::Odd;      ///< the ranks that make call b
+  /// The ranks of call b make, instead of b, a send and a receive of b's count with rank (rank + n/2) mod n, grouped
+  /// (point-to-point calls are not checked: --p2p, an experiment, not a meson test).
+  bool p2pFar = false;
 };
 
 bool callsB(const Case& cs, int rank, int n) {
@@ -60,6 +74,7 @@ bool callsB(const Case& cs, int rank, int n) {
     case Who::Odd: return rank % 2 == 1;
     case Who::Middle: return rank == n / 2;
     case Who::Last: return rank == n - 1;
+    case Who::First: return rank == 0;
   }
   return false;
 }
@@ -161,6 +176,64 @@ const Case kCases[] = {
      Who::Last},
 };
 
+// --far: one rank's call reaches ranks that the others' calls never connect to (see the top of the file).
+const Case kFarCases[] = {
+    {"rank 0: all-to-all 100 floats, the others all-reduce 100 floats (small one-shot)",
+     {Coll::AllReduce, 100},
+     {Coll::AlltoAll, 100},
+     0,
+     false,
+     false,
+     Who::First},
+    {"rank 0: all-to-all 1,000 floats, the others all-reduce 100,000 floats (ring or single copy)",
+     {Coll::AllReduce, 100000},
+     {Coll::AlltoAll, 1000},
+     0,
+     false,
+     false,
+     Who::First},
+    {"the middle rank (n/2): all-to-all 100 floats, the others all-reduce 100 floats",
+     {Coll::AllReduce, 100},
+     {Coll::AlltoAll, 100},
+     0,
+     false,
+     false,
+     Who::Middle},
+    {"rank 0: all-reduce 100 floats, the others all-to-all 100 floats",
+     {Coll::AlltoAll, 100},
+     {Coll::AllReduce, 100},
+     0,
+     false,
+     false,
+     Who::First},
+    {"rank 0: all-to-all 100 floats in a group, the others all-reduce 100 floats",
+     {Coll::AllReduce, 100},
+     {Coll::AlltoAll, 100},
+     0,
+     true,
+     false,
+     Who::First},
+    {"after 16 matching calls, the last rank: all-to-all 512 Ki floats, the others all-reduce 1 Mi floats",
+     {Coll::AllReduce, 1 << 20},
+     {Coll::AlltoAll, 512 << 10},
+     16,
+     false,
+     false,
+     Who::Last},
+};
+
+// --p2p (an experiment): point-to-point calls with a far peer against the others' all-reduce.
+const Case kP2PCases[] = {
+    {"rank 0: send/recv 100 floats with rank n/2, the others all-reduce 100 floats",
+     {Coll::AllReduce, 100},
+     {Coll::AllReduce, 100},
+     0,
+     false,
+     true,
+     Who::First,
+     true},
+};
+
 transport::CollCall collCall(const Call& c) {
   transport::CollCall t;
   t.coll = c.coll;
@@ -222,7 +295,14 @@ int runCase(int rank, int n, const hocclUniqueId& id, const Case& cs) {
   const std::vector<unsigned char> sendBefore = send.raw;
   const auto start = Clock::now();
   hocclResult_t rc;
-  if (cs.groupEven && !makesB) {
+  if (cs.p2pFar && makesB) {
+    const int far = (rank + n / 2) % n;
+    MP_CHECK(rank, hocclGroupStart());
+    rc = hocclSend(send.data(), mine.count, mine.dt, far, comm, nullptr);
+    if (rc == hocclSuccess) rc = hocclRecv(recv.data(), mine.count, mine.dt, far, comm, nullptr);
+    const hocclResult_t end = hocclGroupEnd();
+    if (rc == hocclSuccess) rc = end;
+  } else if (cs.groupEven && (cs.who == Who::Odd ? !makesB : makesB)) {  // the even ranks, or the one that makes call b
     MP_CHECK(rank, hocclGroupStart());
     rc = issue(mine, send.data(), recv.data(), comm);
     const hocclResult_t end = hocclGroupEnd();
@@ -239,7 +319,7 @@ int runCase(int rank, int n, const hocclUniqueId& id, const Case& cs) {
   if (rc == hocclSuccess) problems += "; returned success";
   if (!send.guardsIntact() || !recv.guardsIntact()) problems += "; wrote outside its buffers";
   if (send.raw != sendBefore) problems += "; changed its input";
-  if (seconds > kTimeoutSeconds + 3) problems += "; took longer than HOCCL_TIMEOUT + 3 s";
+  if (seconds > gLimitSeconds) problems += fmt::format("; took {:.2f} s, longer than {:.0f} s", seconds, gLimitSeconds);
   // It detected the mismatch: both calls named (by the check; in the known gap, the transport may be the one to
   // notice, naming both message sizes instead), nothing written.
   const bool transportSaw = cs.knownGap && msg.find("message size mismatch") != std::string::npos;
@@ -275,24 +355,36 @@ int runCase(int rank, int n, const hocclUniqueId& id, const Case& cs) {
 
 int main(int argc, char** argv) {
   int nranks = 2;
-  bool tcp = false;
+  bool tcp = false, far = false, p2p = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--ranks" && i + 1 < argc) nranks = std::atoi(argv[++i]);
     else if (a == "--transport" && i + 1 < argc) tcp = std::string(argv[++i]) == "tcp";
+    else if (a == "--far") far = true;
+    else if (a == "--p2p") far = p2p = true;
   }
-  setenv("HOCCL_TIMEOUT", std::to_string(kTimeoutSeconds).c_str(), 1);
+  if (far) {
+    gTimeoutSeconds = 60;
+    gLimitSeconds = kFarLimitSeconds;
+  } else {
+    gLimitSeconds = gTimeoutSeconds + 3;
+  }
+  setenv("HOCCL_TIMEOUT", std::to_string(gTimeoutSeconds).c_str(), 1);
   for (const char* v :
        {"HOCCL_SHM_DISABLE", "HOCCL_ALGO", "HOCCL_SMALL_MAX_BYTES", "HOCCL_CMA_MIN_BYTES", "HOCCL_CHECK_MISMATCH"})
     unsetenv(v);
   if (tcp) setenv("HOCCL_SHM_DISABLE", "1", 1);
   int bad = 0;
-  for (const Case& cs : kCases) {
+  const auto cases = p2p   ? std::vector<Case>(std::begin(kP2PCases), std::end(kP2PCases))
+                     : far ? std::vector<Case>(std::begin(kFarCases), std::end(kFarCases))
+                           : std::vector<Case>(std::begin(kCases), std::end(kCases));
+  for (const Case& cs : cases) {
     std::printf("== %d ranks over %s: %s\n", nranks, tcp ? "tcp" : "shm", cs.name);
     std::fflush(stdout);
     const auto start = Clock::now();
     int rc = runRanks(
-        nranks, [&](int r, int n, const hocclUniqueId& id) { return runCase(r, n, id, cs); }, kTimeoutSeconds * 4);
+        nranks, [&](int r, int n, const hocclUniqueId& id) { return runCase(r, n, id, cs); },
+        far ? gTimeoutSeconds + 30 : gTimeoutSeconds * 4);
     std::printf("== %s: %s (%.1f s)\n", cs.name, rc == 0 ? "ok" : "FAIL",
                 std::chrono::duration<double>(Clock::now() - start).count());
     if (rc != 0) bad = rc;
