@@ -116,7 +116,8 @@
   /* Device (kernels/device) */                                                                                        \
   STRING(DEVICE, "",                                                                                                   \
          "Device for device buffers: sim (the simulated device: CPU memory tagged as device memory, streams as "       \
-         "threads; for tests), cuda or none. Unset: CUDA device 0 when the driver finds a GPU, else none")             \
+         "threads; for tests), cuda or none. Unset: CUDA when the driver finds a GPU (the device current on the "      \
+         "thread that first needs one, as cudaSetDevice left it, else device 0), else none")                           \
   INT(SIM_HOST_ACCESS, 0, 0, 1,                                                                                        \
       "Simulated device only: 1 lets host code read and write its device memory directly (a GPU's host cannot); "      \
       "0 (strict, as a GPU) maps device memory with no host access, so a direct host access faults")                   \

@@ -21,31 +21,14 @@
 #include "kernels/device/elementwise.h"
 #include "kernels/device/sim_device.h"
 #include "kernels/device/sim_kernels.h"
+#include "device_reference.h"
 
 using namespace hoccl;
 using namespace hoccl::kernels;
+using hoccl::testref::refOp;
+using hoccl::testref::valueAt;
 
-namespace {
-
-double refOp(double a, double b, BinOp op) {
-  switch (op) {
-    case BinOp::Sum: return a + b;
-    case BinOp::Prod: return a * b;
-    case BinOp::Max: return a > b ? a : b;
-    case BinOp::Min: return a < b ? a : b;
-  }
-  return 0;
-}
-
-// Values exactly representable in every type (fp8 e4m3 included), whose sums and products are too.
-double valueAt(size_t i, int salt, hocclDataType_t dt) {
-  const bool isUnsigned = dt == hocclUint8 || dt == hocclUint32 || dt == hocclUint64;
-  const double v = double(int((i * 7 + salt * 3) % 9) - (isUnsigned ? 0 : 4));
-  const bool isFloat = dt == hocclFloat16 || dt == hocclFloat32 || dt == hocclFloat64 || dt == hocclBfloat16;
-  return dt == hocclFloat8e4m3 || dt == hocclFloat8e5m2 ? v * 0.5 : isFloat ? v * 0.25 : v;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("elementwise split covers every element once") {
   for (size_t elem : {1, 2, 4, 8})
