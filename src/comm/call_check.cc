@@ -112,8 +112,14 @@ Exchange exchangeOf(const Communicator& comm) {
   if (v == "doubling") return Exchange::Doubling;
   if (v == "all") return Exchange::All;
   if (v != "auto") throwInvalidArgument(fmt::format("HOCCL_CHECK_EXCHANGE={}: expected auto, doubling or all", v));
-  // Under a connection limit the doubling rounds' peers would be connected and closed again on every check.
-  return comm.lazy() && params::MAX_CONNS.get() > 0 ? Exchange::All : Exchange::Doubling;
+  // With lazy connections the doubling rounds' peers are connections held for the check alone: under a connection
+  // limit they would be closed and connected again on every check, and above kDoublingMaxLazyRanks ranks they cost
+  // more than the check saves (2 ceil(log2 n) - 2 extra descriptors per rank and, over shm, one ring pair of
+  // HOCCL_SHM_SLOTS x HOCCL_SHM_SLOT_SIZE per peer: 97 against 25 MB per rank at 64 ranks), while the ring's extra
+  // latency is paid only by the checked calls (the first 16, and those of 1 MiB and more).
+  constexpr int kDoublingMaxLazyRanks = 8;
+  const bool lazyLimited = params::MAX_CONNS.get() > 0 || comm.nranks() > kDoublingMaxLazyRanks;
+  return comm.lazy() && lazyLimited ? Exchange::All : Exchange::Doubling;
 }
 
 // The doubling rounds: round k sends to (r + 2^k) mod n and receives from (r - 2^k) mod n, for 2^k < n.

@@ -128,6 +128,26 @@ TEST_CASE("lazy: a ring all-reduce connects the two ring neighbours once and reu
   CHECK(err == "");
 }
 
+TEST_CASE("lazy, more than 8 ranks: the check's auto exchange goes round the ring and connects nothing more",
+          "[scale]") {
+  const std::string transport = GENERATE("tcp", "shm");
+  ScopedEnv env(transportEnv(transport));
+  ScopedEnv algo({{"HOCCL_ALGO", "ring"}, {"HOCCL_CONNECT", "lazy"}, {"HOCCL_CHECK_EXCHANGE", "auto"}});
+  const int n = 12;
+  std::string err = job(n, [&](int r, hocclComm_t comm) {
+    for (int call = 0; call < 3; ++call) {  // checked calls (the first 16)
+      std::vector<int> buf(100, r + call);
+      CALL(hocclAllReduce(buf.data(), buf.data(), buf.size(), hocclInt32, hocclSum, comm, nullptr));
+      const int sum = n * (n - 1) / 2 + n * call;
+      for (int v : buf) expect(v == sum, fmt::format("call {}: {} instead of {}", call, v, sum));
+      expect(connectedPeers(comm) == 2,
+             fmt::format("call {}: {} peers connected, the ring has 2", call, connectedPeers(comm)));
+    }
+  });
+  INFO(transport);
+  CHECK(err == "");
+}
+
 TEST_CASE("eager: every peer is connected at init", "[scale]") {
   ScopedEnv env({{"HOCCL_SHM_DISABLE", "1"}, {"HOCCL_CONNECT", "eager"}});
   std::string err = job(4, [&](int, hocclComm_t comm) {
