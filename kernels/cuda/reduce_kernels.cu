@@ -141,7 +141,6 @@ int hocclCudaPreload() {
     const int r = withType(static_cast<hocclDataType_t>(t), [](auto tag) { return preloadType<decltype(tag)>(); });
     if (r != int(cudaSuccess)) return r;
   }
-  int dev = 0;
-  if (cudaGetDevice(&dev) == cudaSuccess) (void)blocksFor(1);  // reads the device's shape now, not in a launch
+  (void)blocksFor(1);  // reads the device's shape now, not in a launch
   return int(cudaSuccess);
 }

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -20,24 +21,18 @@
 #include "base/error.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/device/sim_device.h"
+#include "error_of.h"
 
 using namespace hoccl;
 using kernels::BinOp;
 
 namespace {
 
-// The message of the hoccl::Error that fn throws, checked to be hocclInternalError (it breaks a communicator whose proxy meets it); "" (and a failed check) when fn
-// throws nothing.
+// The message of the hoccl::Error that fn throws, checked to be hocclInternalError (it breaks a communicator whose
+// proxy meets it); the test fails when fn throws nothing.
 template <class F>
 std::string refusal(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    CHECK(e.code() == hocclInternalError);
-    return e.what();
-  }
-  FAIL_CHECK("the call was not refused");
-  return "";
+  return test::errorOf(std::forward<F>(fn), hocclInternalError);
 }
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
