@@ -11,6 +11,7 @@
 #include "algo/predict.h"
 #include "algo/registry.h"
 #include "algo/tuner.h"
+#include "sched/fast_model.h"
 
 using namespace hoccl;
 using sched::Coll;
@@ -49,6 +50,7 @@ TEST_CASE("fast predictions match the reference on small shapes", "[fast]") {
       {"3x2x4", topo::fromShape(3, 2, 4), kTolerance},
       {"1x4x4", topo::fromShape(1, 4, 4), kTolerance},
       {"4x2x1", topo::fromShape(4, 2, 1), kTolerance},
+      {"1x1x12 (one host)", topo::fromShape(1, 1, 12), kTolerance},
       {"uneven hosts 3,1;2,2", topo::fromCounts({{3, 1}, {2, 2}}), kUnevenTolerance},
       {"uneven hosts 3,1;3,1", topo::fromCounts({{3, 1}, {3, 1}}), kUnevenTolerance},
       {"uneven switches 2,2;2,2,2", topo::fromCounts({{2, 2}, {2, 2, 2}}), kUnevenTolerance},
@@ -104,6 +106,32 @@ TEST_CASE("the tuner predicts above 64 ranks instead of guessing", "[fast]") {
     CHECK(choice.algorithm == bestAlg);
     CHECK(choice.seconds == Approx(best));
   }
+}
+
+TEST_CASE("one host of many ranks: the ring's prediction from rank 0 equals the whole host's", "[fast]") {
+  // The tuner prices a one-host ring from rank 0 alone (algo/predict.cc): every rank's schedule is rank 0's rotated.
+  // Checked against the fast path over every rank of the host, at a size where the reference is too slow.
+  const topo::Topology t = topo::fromShape(1, 1, 256);
+  for (const auto& model : {topo::LinkModel{}, stepModel()})
+    for (Coll c : {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather})
+      for (size_t count : {size_t{1000}, size_t{1} << 18, (size_t{1} << 22) + 7}) {
+        sched::CollArgs args{c, 0, t.nranks, count, 0, 0};
+        const algo::Algorithm& ring = algo::byName("ring");
+        auto gen = [&](int r) {
+          sched::CollArgs each = args;
+          each.rank = r;
+          return ring.generate(each, t);
+        };
+        topo::FastOptions every;
+        every.reps = topo::Representatives::All;
+        auto whole = topo::predictFast(gen, t, 4, model, every);
+        auto fromRank0 = algo::predictFast(ring, args, t, 4, model);
+        INFO(sched::collName(c) << " count " << count << ": whole host " << whole.seconds * 1e6 << " us, rank 0 "
+                                << fromRank0.seconds * 1e6 << " us");
+        CHECK(fromRank0.seconds == Approx(whole.seconds).epsilon(0.01));
+        CHECK(double(fromRank0.messages) == Approx(double(whole.messages)).epsilon(0.01));
+        CHECK(fromRank0.bytes[hocclLinkIntraHost] == Approx(whole.bytes[hocclLinkIntraHost]).epsilon(0.01));
+      }
 }
 
 TEST_CASE("16,384 ranks in 3 levels are predicted in seconds", "[fast][.scale]") {
