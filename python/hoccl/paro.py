@@ -10,7 +10,6 @@ import ctypes
 
 from hoccl import _native
 from hoccl._errors import check
-from hoccl.communicator import Communicator
 
 __all__ = ["Paro", "parse_strategy"]
 
@@ -54,7 +53,9 @@ class Paro:
     def _get(self, which):
         c = ctypes.c_void_p()
         check("hocclParoGetComm", _lib.hocclParoGetComm(self._handle, which, ctypes.byref(c)))
-        return Communicator._wrap(c.value, owner=self) if c.value else None
+        # The class of the communicator it was made from (hoccl.Communicator, or a subclass): this module needs no
+        # import of communicator.py, which imports this one for Communicator.paro().
+        return type(self._comm)._wrap(c.value, owner=self) if c.value else None
 
     @property
     def closed(self):
