@@ -87,6 +87,9 @@ void writeAll(int fd, const void* data, size_t bytes, Deadline deadline, const s
 void readAll(int fd, void* data, size_t bytes, Deadline deadline, const std::string& what);
 /// Sets O_NONBLOCK.
 void setNonBlocking(int fd);
+/// Sets TCP_NODELAY (a no-op on a socket that is not TCP): every small message goes out at once. Control
+/// connections need it: without it a rank's second small write waits for the peer's delayed ACK (40 ms on Linux).
+void setNoDelay(int fd);
 /// Sets TCP_NODELAY and large buffers.
 void tuneTcp(int fd);
 

@@ -29,7 +29,6 @@
 #include "base/boot/gather_tree.h"
 
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -66,11 +65,6 @@ int waitFor(int fd, short events, int alertFd, net::Deadline deadline) {
 bool alerted(int alertFd) {
   pollfd p{alertFd, POLLIN, 0};
   return alertFd >= 0 && ::poll(&p, 1, 0) == 1;
-}
-
-void noDelay(int fd) {
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 TreeOutcome blame(int code, std::string text) { return TreeOutcome{TreeOutcome::Blame, code, std::move(text)}; }
@@ -115,7 +109,7 @@ TreeOutcome GatherTree::link(int listenFd, const net::Address& parentAddr, const
       if (alerted(alertFd)) return {TreeOutcome::Verdict, 0, ""};
       return blame(e.code(), fmt::format("{} failed: {}", what, e.what()));
     }
-    noDelay(parent_.fd.get());
+    net::setNoDelay(parent_.fd.get());
   }
   children_.clear();
   for (const RankRange& c : place_.children) children_.push_back(Link{c.lo, nameOf(c.lo), net::Fd()});
@@ -146,7 +140,7 @@ TreeOutcome GatherTree::link(int listenFd, const net::Address& parentAddr, const
       continue;
     }
     it->fd = std::move(peer->fd);
-    noDelay(it->fd.get());
+    net::setNoDelay(it->fd.get());
     ++linked;
   }
   return {};

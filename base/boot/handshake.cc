@@ -287,6 +287,7 @@ net::Fd connectAuthenticated(const std::function<net::Fd()>& open, const net::Se
                              net::Deadline deadline, const std::string& what, const std::string& advice) {
   for (int attempt = 1;; ++attempt) {
     net::Fd fd = open();
+    net::setNoDelay(fd.get());  // see socket.h: without it each join paid the root's delayed ACK (about 40 ms)
     std::string why;
     try {
       authenticateOnce(fd.get(), secret, hello, deadline, what, advice);
@@ -343,6 +344,7 @@ void Acceptor::acceptMore() {
       }
       throwSystemError(name_ + ": accept() failed", errno);
     }
+    net::setNoDelay(fd);  // the handshake and everything after it are small messages that must not wait (socket.h)
     auto p = std::make_unique<Pending>();
     p->fd = net::Fd(fd);
     p->from = peerAddress(fd);

@@ -10,8 +10,13 @@
 
 namespace hoccl::algo {
 
-/// Jobs up to this many ranks are simulated rank by rank (exact for the model; ~1 s for 64 ranks x 2 algorithms).
-constexpr int kMaxFullSimRanks = 64;
+/// Jobs up to this many ranks are simulated rank by rank (exact for the model), larger ones by the fast path. The
+/// cost of the reference grows with the square of the ranks and with the chunks: it was 64 until a measurement of
+/// what the tuner then costs every rank at its first call of a size (`hoccl-model predict --sizes 64M:64M`, this
+/// 2-core machine): 10.4 s on 8 hosts x 8 ranks, 0.74 s at 1 MiB; 184 s for one host of 64 ranks over 8 B..64 MiB.
+/// Up to 8 ranks (the namespace cluster's 2x2x2 and every small one-host job) it costs milliseconds; above, the fast
+/// path agrees with it within 15% on regular shapes (test_fast_model) at a cost independent of the sizes.
+constexpr int kMaxFullSimRanks = 8;
 
 /// The fast path's options for alg on args/topo: every rank for rooted collectives (with the ring chains' step
 /// alignment), rank 0 alone for HO-Ring on a regular hierarchy, else one switch per switch shape.
