@@ -5,6 +5,8 @@
 // connected rank that does not answer a ping is stopped. "Crashed" ranks are played by hand (raw_rank.h): they join
 // and link, then close everything without a goodbye; a fake root (a listener in the test) stands in for a root
 // process that dies.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -383,6 +385,32 @@ TEST_CASE("a listener with another secret is refused by the caller, and the call
   CHECK(accepted->hello.tag == 42);
   CHECK(accepted->hello.rank == 7);
   CHECK(accepted->hello.index == 1);
+}
+
+TEST_CASE("both ends of an authenticated connection send small messages at once (TCP_NODELAY)", "[bootstrap]") {
+  // Without it a joining rank's second small write waited for the root's delayed ACK, about 40 ms per join, and the
+  // root served one join at a time: 256 ranks spent 4 s in the bootstrap (docs/performance.md, "Init at scale").
+  net::Address addr;
+  net::Fd listener = net::listenOn(net::Address::parse("127.0.0.1:0"), &addr);
+  const net::Secret secret = net::randomSecret();
+  std::optional<Acceptor::Peer> accepted;
+  std::thread server([&] {
+    Acceptor acceptor(listener.get(), secret, 3, "test listener");
+    accepted = acceptor.next(Clock::now() + std::chrono::seconds(5));
+  });
+  net::Deadline d = Clock::now() + std::chrono::seconds(5);
+  net::Fd fd = connectAuthenticated([&] { return net::connectUntil(addr, d, "test"); }, secret, Hello{5, 1, 3, 0}, d,
+                                    "test caller", "");
+  server.join();
+  REQUIRE(accepted);
+  auto noDelay = [](int s) {
+    int v = 0;
+    socklen_t len = sizeof(v);
+    REQUIRE(getsockopt(s, IPPROTO_TCP, TCP_NODELAY, &v, &len) == 0);
+    return v != 0;
+  };
+  CHECK(noDelay(fd.get()));
+  CHECK(noDelay(accepted->fd.get()));
 }
 
 TEST_CASE("a connection the listener drops during the handshake is made again, never taken as made",
