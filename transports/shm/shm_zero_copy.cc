@@ -13,7 +13,7 @@ namespace {
 constexpr size_t kZeroCopyPiece = 128 << 10;  // bytes per piece: the reduced piece stays in L2 for its copies out
 
 // From this many bytes of a rank's share the copies into the outputs stream past the caches (kernels::copyStreaming):
-// the outputs then take no read for ownership and push nothing useful out of the caches (measured from 8 MiB shares:
+// the outputs then take no read for ownership and push nothing useful out of the caches (measured from 4 MiB shares:
 // docs/performance.md, "Zero copy: streamed stores and a pushed all-gather"). Smaller shares keep regular stores, as
 // before: their outputs may still be in cache when the caller reads them (not measured).
 constexpr size_t kStreamMinBytes = size_t{4} << 20;
