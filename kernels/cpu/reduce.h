@@ -46,6 +46,13 @@ void fromDouble(double v, void* elem, hocclDataType_t dt);
 /// memcpy semantics (no overlap), tuned for large buffers.
 void copy(void* dst, const void* src, size_t bytes);
 
+/// memcpy semantics (no overlap) with stores that bypass the caches (non-temporal) on x86-64: the destination's lines
+/// are written without being read first, and are not left in the cache. For large destinations that nobody reads
+/// soon (the peers' outputs of a zero-copy collective); slower than copy() when the destination is read right away.
+/// Ends with a store fence, so the bytes are ordered before any later store (a release that hands them on). Other
+/// machines: copy().
+void copyStreaming(void* dst, const void* src, size_t bytes);
+
 /// The instruction set the loops run with: "avx2" or "baseline".
 const char* isaName();
 

@@ -699,3 +699,23 @@ TEST_CASE("copy matches memcpy for odd sizes and offsets", "[kernels]") {
     CHECK(dst[bytes + 3] == 0);
   }
 }
+
+TEST_CASE("copyStreaming matches memcpy for every head and tail, and writes nothing outside", "[kernels]") {
+  std::mt19937_64 rng(2);
+  // Below and above the streamed minimum, every destination offset in a cache line, odd tails, and a large copy.
+  for (size_t bytes : {size_t(0), size_t(1), size_t(63), size_t(255), size_t(256), size_t(257), size_t(4097),
+                       size_t(1 << 20) + 77, size_t(9 << 20) + 3}) {
+    for (size_t dstOff : {size_t(0), size_t(1), size_t(17), size_t(63)}) {
+      const size_t srcOff = (dstOff * 7 + 5) % 64;
+      Bytes src(bytes + 128), dst(bytes + 128, 0xA5);
+      for (auto& c : src) c = static_cast<unsigned char>(rng());
+      k::copyStreaming(dst.data() + dstOff, src.data() + srcOff, bytes);
+      INFO("bytes " << bytes << ", destination offset " << dstOff << ", source offset " << srcOff);
+      CHECK(std::memcmp(dst.data() + dstOff, src.data() + srcOff, bytes) == 0);
+      size_t outside = 0;
+      for (size_t i = 0; i < dst.size(); ++i)
+        if ((i < dstOff || i >= dstOff + bytes) && dst[i] != 0xA5) ++outside;
+      CHECK(outside == 0);
+    }
+  }
+}

@@ -4,7 +4,8 @@
 //    holding its input and output in memfd blocks of its own (as hocclMemAlloc does), first touched by their owner;
 //    each process maps every peer's blocks itself (as the peer-mapping cache does) and touches every page of them
 //    before the clock starts. Rank r reduces block r of every input, in 128 KiB pieces (hoccl's piece) with hoccl's
-//    CPU reduction loop, into its own output and copies each piece into every other output (hoccl's copy). The
+//    CPU reduction loop, into its own output and copies each piece into every other output (hoccl's copy; from 4 MiB
+//    of a share, reduced into an L2-resident buffer and streamed into every output, as hoccl does). The
 //    ranks meet between iterations in a barrier in shared memory that waits as hoccl's waits do (base/wait.h: the
 //    policy chosen from the same host load, one thread per rank). No arena, no registration, no mapping cost, no
 //    hand-off of addresses: nothing a library could leave out.
@@ -34,7 +35,8 @@
 
 namespace {
 
-constexpr size_t kPiece = 128 << 10;  // transports/shm/shm_zero_copy.cc: kZeroCopyPiece
+constexpr size_t kPiece = 128 << 10;                 // transports/shm/shm_zero_copy.cc: kZeroCopyPiece
+constexpr size_t kStreamMinBytes = size_t{4} << 20;  // transports/shm/shm_zero_copy.cc: kStreamMinBytes
 constexpr int kMaxRanks = 64, kMaxBatches = 64;
 
 struct alignas(64) Control {
@@ -75,20 +77,28 @@ struct View {
   std::vector<char*> in, out;
 };
 
-// One rank's share: block r of every input reduced into its output, then copied into every other output.
+// One rank's share: block r of every input reduced, a piece at a time, and written into every output, as hoccl's
+// zero-copy loop does it (transports/shm/shm_zero_copy.cc, zeroCopyReduce): from kStreamMinBytes of a share each
+// piece is reduced into a private buffer that stays in L2 and streamed into every output (kernels::copyStreaming);
+// below, it is reduced into the rank's own output and copied from there into the others.
 void reduceShare(const View& v, size_t bytes, int r, int n) {
   const size_t count = bytes / 4;
   const size_t begin = count * r / n * 4, end = count * (r + 1) / n * 4;
+  const bool stream = n > 1 && end - begin >= kStreamMinBytes;
+  static std::vector<char> scratch(kPiece);
   for (size_t x = begin; x < end; x += kPiece) {
     const size_t m = std::min(kPiece, end - x);
+    char* acc = stream ? scratch.data() : v.out[r] + x;
     const char* first = v.in[r] + x;
     for (int q = 0; q < n; ++q) {
       if (q == r) continue;
-      hoccl::kernels::reduce(v.out[r] + x, first, v.in[q] + x, m / 4, hocclFloat, hoccl::kernels::BinOp::Sum);
-      first = v.out[r] + x;
+      hoccl::kernels::reduce(acc, first, v.in[q] + x, m / 4, hocclFloat, hoccl::kernels::BinOp::Sum);
+      first = acc;
     }
-    for (int q = 0; q < n; ++q)
-      if (q != r) hoccl::kernels::copy(v.out[q] + x, v.out[r] + x, m);
+    for (int q = 0; q < n; ++q) {
+      if (stream) hoccl::kernels::copyStreaming(v.out[q] + x, acc, m);
+      else if (q != r) hoccl::kernels::copy(v.out[q] + x, acc, m);
+    }
   }
 }
 

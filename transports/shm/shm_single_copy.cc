@@ -12,7 +12,8 @@
  *                   its output, and pushes the finished piece, still in cache, into every peer's output
  *                   (process_vm_writev). Per rank 2(p-1)/p of the message crosses, once each.
  *   reduce-scatter  all-reduce without the push, on the peers' blocks r.
- *   all-gather      each rank copies its own block locally and pulls every other block from its owner's input.
+ *   all-gather      each rank copies its own block locally and pulls every other block from its owner's input
+ *                   (zero copy pushes instead: each rank copies its block into every rank's output, shm_zero_copy.h).
  *   broadcast       receivers pull the message from the root's buffer; an in-place root (no local copy to make)
  *                   meanwhile pushes the last 1/p of it into every receiver (process_vm_writev), so both sides work.
  *   all-to-all      rank r pulls block r of every peer's input straight into block q of its output. A rank whose
@@ -74,7 +75,7 @@ class SingleCopyOp final : public ShortcutOp {
 
  private:
   size_t publishedBytes() const { return s_.arena().maxBytes() >= kFullBuffers ? kFullBuffers : kBasicBuffers; }
-  void checkRanges() const;
+  void checkRanges(bool zeroCopy) const;
   void requireInside(int peer, bool recv, size_t offset, size_t bytes) const;
   void crossCopy(int peer, char* local, const char* remote, size_t bytes, bool push) const;
   [[noreturn]] void copyFailed(int peer, const char* how, int err) const;
@@ -120,9 +121,10 @@ bool SingleCopyOp::poll() {
   }
   peer_.assign(n, Buffers{});
   for (int r = 0; r < n; ++r) std::memcpy(&peer_[r], exchange_->payloadOf(r), publishedBytes());
-  checkRanges();
   // Every rank sees the same published descriptors, so every rank takes the same path.
-  if (allRegistered()) zeroCopyPhase();
+  const bool zeroCopy = allRegistered();
+  checkRanges(zeroCopy);
+  if (zeroCopy) zeroCopyPhase();
   else if (call_.coll == Coll::AllReduce || call_.coll == Coll::ReduceScatter) reducePhase();
   else if (call_.coll == Coll::AlltoAll) allToAllPhase(nullptr);
   else copyPhase();
@@ -145,7 +147,9 @@ void SingleCopyOp::requireInside(int peer, bool recv, size_t offset, size_t byte
 }
 
 // Every range this rank will touch in a peer, checked against what that peer published, before the first copy.
-void SingleCopyOp::checkRanges() const {
+// `zeroCopy`: the copies run over the peers' mappings (zeroCopyPhase), where all-gather writes this rank's block into
+// the peers' outputs instead of reading their inputs.
+void SingleCopyOp::checkRanges(bool zeroCopy) const {
   const int me = s_.rank(), p = s_.nranks();
   const size_t elem = elemSize(call_), bytes = call_.count * elem;
   for (int q = 0; q < p; ++q) {
@@ -159,7 +163,10 @@ void SingleCopyOp::checkRanges() const {
         break;
       }
       case Coll::ReduceScatter: requireInside(q, false, static_cast<size_t>(me) * bytes, bytes); break;
-      case Coll::AllGather: requireInside(q, false, 0, bytes); break;
+      case Coll::AllGather:
+        if (zeroCopy) requireInside(q, true, static_cast<size_t>(me) * bytes, bytes);
+        else requireInside(q, false, 0, bytes);
+        break;
       case Coll::AlltoAll: requireInside(q, false, static_cast<size_t>(me) * bytes, bytes); break;
       case Coll::Broadcast:
         if (me != call_.root) {
@@ -194,8 +201,8 @@ void SingleCopyOp::zeroCopyPhase() {
       continue;
     }
     // Only what this rank will touch (the ranges were checked against the published sizes).
-    const bool readsInput = call_.coll != Coll::Broadcast || q == call_.root;
-    const bool writesOutput = call_.coll == Coll::AllReduce;
+    const bool readsInput = call_.coll == Coll::Broadcast ? q == call_.root : call_.coll != Coll::AllGather;
+    const bool writesOutput = call_.coll == Coll::AllReduce || call_.coll == Coll::AllGather;
     if (readsInput && b.send) mb.send[q] = maps_.map(q, b.sendShared, b.send, b.sendBytes, who);
     if (writesOutput) mb.recv[q] = maps_.map(q, b.recvShared, b.recv, b.recvBytes, who);
   }
