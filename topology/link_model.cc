@@ -66,7 +66,8 @@ std::string LinkModel::describe() const {
     out += fmt::format("{}{} {:.2f} GB/s {:.1f} us", c ? ", " : "", linkClassName(static_cast<hocclLinkClass_t>(c)),
                        beta[c] / 1e9, alpha[c] * 1e6) +
            (step[c] > 0 ? fmt::format(" + {:.1f} us/step", step[c] * 1e6) : std::string());
-  return out + fmt::format(", NIC {:.2f} GB/s, spine uplink {:.2f} GB/s", nic / 1e9, spine / 1e9);
+  return out + fmt::format(", NIC {:.2f} GB/s, spine uplink {:.3f} GB/s", nic / 1e9, spine / 1e9) +
+         (spineBurst > 0 ? fmt::format(" with a {:.0f} kB burst", spineBurst / 1e3) : std::string());
 }
 
 std::string LinkModel::toJson(const std::string& source) const {
@@ -79,6 +80,7 @@ std::string LinkModel::toJson(const std::string& source) const {
   }
   j["nic_GBps"] = nic / 1e9;
   j["spine_GBps"] = spine / 1e9;
+  j["spine_burst_bytes"] = spineBurst;
   j["source"] = source;
   return j.dump(2) + "\n";
 }
@@ -124,6 +126,7 @@ LinkModel LinkModel::fromJson(const std::string& text, const std::string& origin
   }
   if (j.contains("nic_GBps")) m.nic = positive(j["nic_GBps"], "nic_GBps") * 1e9, nicSet = true;
   if (j.contains("spine_GBps")) m.spine = positive(j["spine_GBps"], "spine_GBps") * 1e9, spineSet = true;
+  if (j.contains("spine_burst_bytes")) m.spineBurst = nonNegative(j["spine_burst_bytes"], "spine_burst_bytes");
   if (!nicSet) m.nic = m.beta[hocclLinkIntraSwitch];
   if (!spineSet) m.spine = m.beta[hocclLinkInterSwitch];
   return m;

@@ -29,6 +29,12 @@ struct LinkModel {
   double nic = 1.2e9;
   /// Capacity of one switch's uplink per direction, shared by all flows leaving (or entering) the switch.
   double spine = 1.2e9;
+  /// Burst of a shaped uplink, bytes per direction: a token bucket of this size, refilled at `spine`, that lets a
+  /// flow across the spine run faster than `spine` while it holds tokens (tc tbf, which tools/cluster/run shapes the
+  /// emulated spine with: burst = rate / 100, 250 kB at 200 mbit). 0 (the default): an unshaped uplink, a steady
+  /// `spine`. Only the reference simulation (sched/cost_model.h: jobs up to 64 ranks, ring chains) prices it; the
+  /// fast path prices the steady rate. `hoccl-model calibrate` measures it (docs/model.md).
+  double spineBurst = 0;
   /// The defaults, replaced by the model file HOCCL_MODEL_FILE names (if set), then overridden by HOCCL_LINK_BW_{SELF,INTRA_HOST,INTRA_SWITCH,INTER_SWITCH} (MB/s) and
   /// HOCCL_LINK_LAT_{SELF,INTRA_HOST,INTRA_SWITCH,INTER_SWITCH} (microseconds). The NIC takes the intra-switch
   /// bandwidth, the spine uplink the inter-switch bandwidth. Throws InvalidArgument on a non-positive value.
@@ -39,12 +45,12 @@ struct LinkModel {
   std::string describe() const;
   /// The model as a JSON document: {"latency_us": {"self": .., "intra-host": .., "intra-switch": ..,
   /// "inter-switch": ..}, "bandwidth_GBps": {same keys}, "step_us": {same keys}, "nic_GBps": .., "spine_GBps": ..,
-  /// "source": ..}.
+  /// "spine_burst_bytes": .., "source": ..}.
   std::string toJson(const std::string& source) const;
   /// A model from such a document; keys left out keep the built-in defaults (nic and spine default to the
-  /// intra-switch and inter-switch bandwidths; step_us to 0, as in files written before it existed). Throws
-  /// InvalidArgument naming `origin` on bad JSON, a latency or bandwidth that is not a positive number, or a step
-  /// cost that is negative.
+  /// intra-switch and inter-switch bandwidths; step_us and spine_burst_bytes to 0, as in files written before they
+  /// existed). Throws InvalidArgument naming `origin` on bad JSON, a latency or bandwidth that is not a positive
+  /// number, or a step cost or burst that is negative.
   static LinkModel fromJson(const std::string& text, const std::string& origin);
   /// Reads a model file (fromJson). Throws InvalidArgument naming the file when it cannot be read or parsed.
   static LinkModel load(const std::string& path);

@@ -25,9 +25,15 @@ struct Choice {
 };
 
 /// Pipelining chunks (bytes) the tuner tries for an algorithm whose schedule depends on the chunk, the default
-/// (HOCCL_CHUNK_SIZE's built-in 1 MiB) first: another must be predicted more than 1% faster to replace it.
+/// (HOCCL_CHUNK_SIZE's built-in 1 MiB) first: another must be predicted more than kChunkMargin faster to replace it
+/// (and, among those, a later one more than 1% faster than an earlier one).
 constexpr size_t kChunkChoicesBytes[] = {size_t{1} << 20, size_t{256} << 10, size_t{4} << 20, size_t{16} << 20,
                                          size_t{64} << 10};
+
+/// How much faster (a fraction) a chunk other than the default must be predicted to replace it. The model prices
+/// pipelining across levels as free overlap; on the emulated cluster (docs/model.md, run j) the smaller chunks it
+/// predicted 10-14% faster measured 0-17% slower, and at 16 MiB a predicted 2% gain measured 64% slower.
+constexpr double kChunkMargin = 0.15;
 
 /// Whether alg's schedule for coll depends on CollArgs::chunkCount (HO-Ring: every collective; the ring: its
 /// broadcast and reduce chains).
@@ -36,8 +42,9 @@ bool chunkMatters(const Algorithm& alg, sched::Coll coll);
 /// The fastest of `candidates` (non-empty) for args on topo with elements of elemSize bytes, with its predicted
 /// time (algo/predict.h: every rank simulated up to 64 ranks, the fast model above), priced with `model`, or
 /// topo::LinkModel::fromParams() when it is null. With `chooseChunk`, each candidate whose schedule depends on the
-/// chunk (chunkMatters) is priced at every chunk of kChunkChoicesBytes (distinct for this call) and the pair with
-/// the lowest prediction wins (Choice::chunkCount); otherwise args.chunkCount is used as given.
+/// chunk (chunkMatters) is priced at every chunk of kChunkChoicesBytes (distinct for this call) and keeps the
+/// default (the first) unless another is predicted more than kChunkMargin faster; the candidates then compete with
+/// those chunks (Choice::chunkCount); otherwise args.chunkCount is used as given.
 Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
             const std::vector<const Algorithm*>& candidates, const topo::LinkModel* model = nullptr,
             bool chooseChunk = false);

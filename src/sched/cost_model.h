@@ -23,8 +23,10 @@ struct Prediction {
   size_t maxSteps = 0;                     ///< steps of the longest schedule
 };
 
-/// Simulates schedules[r] for every rank r of topo with elements of elemSize bytes. Throws InvalidArgument when
-/// the schedules do not match (a send without a receive, different counts) or deadlock.
+/// Simulates schedules[r] for every rank r of topo with elements of elemSize bytes. With a shaped spine
+/// (model.spineBurst > 0) the call is priced as one of a series of back-to-back calls (the uplinks' token buckets
+/// start where the previous call left them). Throws InvalidArgument when the schedules do not match (a send without
+/// a receive, different counts) or deadlock.
 Prediction predict(const std::vector<sched::Schedule>& schedules, const Topology& topo, size_t elemSize,
                    const LinkModel& model);
 

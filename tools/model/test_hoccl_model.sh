@@ -73,7 +73,7 @@ PY
 if [ -x "$RUN" ]; then
   "$RUN" -n 2 --timeout 60 -- "$TOOL" calibrate --out "$TMP/cal.json" --iterations 50 >"$TMP/cal.out"
   grep -q "intra-host: rank 0 <-> rank 1" "$TMP/cal.out" || fail "calibrate: $(cat "$TMP/cal.out")"
-  grep -q "intra-host: steps of 2 flows at once: .* us per step" "$TMP/cal.out" ||
+  grep -q "intra-host: steps of 2 flows of 8 B at once: .* us per step" "$TMP/cal.out" ||
     fail "calibrate: no per-step fit: $(cat "$TMP/cal.out")"
   python3 - "$TMP/cal.json" <<'PY'
 import json, sys
@@ -85,7 +85,9 @@ assert j["bandwidth_GBps"]["intra-host"] > 0.01, j
 assert "measured" in j["source"], j
 # The per-step cost is fitted (>= 0; the classes without peers keep 0) and said where it came from.
 assert 0 <= j["step_us"]["intra-host"] < 1e6 and j["step_us"]["inter-switch"] == 0, j
-assert "intra-host steps (2 flows)" in j["source"], j
+assert "intra-host steps (2 flows, 8 B)" in j["source"], j
+# One host: no spine, so no burst probed.
+assert j["spine_burst_bytes"] == 0, j
 PY
   "$TOOL" predict --shape 1x1x2 --sizes 1M --model "$TMP/cal.json" >/dev/null
   "$RUN" -n 2 --timeout 60 --env HOCCL_ALGO=ring -- "$TOOL" validate --sizes 64K:256K --model "$TMP/cal.json" \
