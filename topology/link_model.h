@@ -32,7 +32,7 @@ struct LinkModel {
   /// Burst of a shaped uplink, bytes per direction: a token bucket of this size, refilled at `spine`, that lets a
   /// flow across the spine run faster than `spine` while it holds tokens (tc tbf, which tools/cluster/run shapes the
   /// emulated spine with: burst = rate / 100, 250 kB at 200 mbit). 0 (the default): an unshaped uplink, a steady
-  /// `spine`. Only the reference simulation (sched/cost_model.h: jobs up to 64 ranks, ring chains) prices it; the
+  /// `spine`. Only the reference simulation (sched/cost_model.h: jobs up to 8 ranks, ring chains) prices it; the
   /// fast path prices the steady rate. `hoccl-model calibrate` measures it (docs/model.md).
   double spineBurst = 0;
   /// The defaults, replaced by the model file HOCCL_MODEL_FILE names (if set), then overridden by HOCCL_LINK_BW_{SELF,INTRA_HOST,INTRA_SWITCH,INTER_SWITCH} (MB/s) and

@@ -10,8 +10,8 @@
  * smaller chunks overlap the levels more, larger ones pay the per-step cost (LinkModel::step) fewer times. The
  * default chunk (the first) stays unless another is predicted more than kChunkMargin faster: on the emulated cluster
  * the model's predicted gains of pipelining up to 14% did not show in the measurements (docs/model.md, run j).
- * Up to 64 ranks every rank's schedule is simulated; above, the fast model predicts from representative ranks
- * (algo/predict.h), so the choice is made by prediction at any scale.
+ * Up to kMaxFullSimRanks = 8 ranks every rank's schedule is simulated; above, the fast model predicts from
+ * representative ranks (algo/predict.h), so the choice is made by prediction at any scale.
  * Shortcuts: each transport shortcut that can run the call prices itself with the same link parameters; the
  * fastest of them and the best schedule are compared, the shortcut winning ties (it was measured faster inside its
  * operating range, docs/performance.md).

@@ -40,8 +40,8 @@ constexpr double kChunkMargin = 0.15;
 bool chunkMatters(const Algorithm& alg, sched::Coll coll);
 
 /// The fastest of `candidates` (non-empty) for args on topo with elements of elemSize bytes, with its predicted
-/// time (algo/predict.h: every rank simulated up to 64 ranks, the fast model above), priced with `model`, or
-/// topo::LinkModel::fromParams() when it is null. With `chooseChunk`, each candidate whose schedule depends on the
+/// time (algo/predict.h: every rank simulated up to kMaxFullSimRanks = 8 ranks, the fast model above), priced with
+/// `model`, or topo::LinkModel::fromParams() when it is null. With `chooseChunk`, each candidate whose schedule depends on the
 /// chunk (chunkMatters) is priced at every chunk of kChunkChoicesBytes (distinct for this call) and keeps the
 /// default (the first) unless another is predicted more than kChunkMargin faster; the candidates then compete with
 /// those chunks (Choice::chunkCount); otherwise args.chunkCount is used as given.
