@@ -41,10 +41,10 @@ bool chunkMatters(const Algorithm& alg, sched::Coll coll);
 
 /// The fastest of `candidates` (non-empty) for args on topo with elements of elemSize bytes, with its predicted
 /// time (algo/predict.h: every rank simulated up to kMaxFullSimRanks = 8 ranks, the fast model above), priced with
-/// `model`, or topo::LinkModel::fromParams() when it is null. With `chooseChunk`, each candidate whose schedule depends on the
-/// chunk (chunkMatters) is priced at every chunk of kChunkChoicesBytes (distinct for this call) and keeps the
-/// default (the first) unless another is predicted more than kChunkMargin faster; the candidates then compete with
-/// those chunks (Choice::chunkCount); otherwise args.chunkCount is used as given.
+/// `model`, or topo::LinkModel::fromParams() when it is null. With `chooseChunk`, each candidate whose schedule
+/// depends on the chunk (chunkMatters) is priced at every chunk of kChunkChoicesBytes (distinct for this call) and
+/// keeps the default (the first) unless another is predicted more than kChunkMargin faster; the candidates then
+/// compete with those chunks (Choice::chunkCount); otherwise args.chunkCount is used as given.
 Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
             const std::vector<const Algorithm*>& candidates, const topo::LinkModel* model = nullptr,
             bool chooseChunk = false);

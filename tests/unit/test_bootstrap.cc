@@ -78,6 +78,16 @@ struct Job {
   }
 };
 
+// A listener of rank 3 served by the real Acceptor on its own thread: `accepted` gets the first connection that
+// completes the handshake within `wait`, or nullopt. Join the thread before reading `accepted`.
+std::thread serveOnce(int listenFd, const net::Secret& secret, std::chrono::milliseconds wait,
+                      std::optional<Acceptor::Peer>& accepted) {
+  return std::thread([listenFd, secret, wait, &accepted] {
+    Acceptor acceptor(listenFd, secret, 3, "test listener");
+    accepted = acceptor.next(Clock::now() + wait);
+  });
+}
+
 }  // namespace
 
 TEST_CASE("namedRanks finds the ranks a message names in the describeRank form", "[bootstrap]") {
@@ -361,10 +371,7 @@ TEST_CASE("a listener with another secret is refused by the caller, and the call
   net::Secret mine = net::randomSecret(), theirs = net::randomSecret();
   const uint64_t rejectedBefore = rejectedConnections();
   std::optional<Acceptor::Peer> accepted;
-  std::thread server([&] {
-    Acceptor acceptor(listener.get(), theirs, 3, "test listener");
-    accepted = acceptor.next(Clock::now() + std::chrono::milliseconds(1500));
-  });
+  std::thread server = serveOnce(listener.get(), theirs, std::chrono::milliseconds(1500), accepted);
   net::Deadline d = Clock::now() + std::chrono::seconds(5);
   net::Fd fd = net::connectUntil(addr, d, "test");
   CHECK_THROWS_WITH(authenticate(fd.get(), mine, Hello{1, 0, 3, 0}, d, "test caller", "advice"),
@@ -374,10 +381,7 @@ TEST_CASE("a listener with another secret is refused by the caller, and the call
   CHECK(rejectedConnections() >= rejectedBefore + 1);
 
   // The same secret: both proofs pass, and the listener learns the caller's claim.
-  std::thread server2([&] {
-    Acceptor acceptor(listener.get(), mine, 3, "test listener");
-    accepted = acceptor.next(Clock::now() + std::chrono::seconds(5));
-  });
+  std::thread server2 = serveOnce(listener.get(), mine, std::chrono::seconds(5), accepted);
   net::Fd fd2 = net::connectUntil(addr, d, "test");
   CHECK(authenticate(fd2.get(), mine, Hello{42, 7, 3, 1}, d, "test caller", ""));
   server2.join();
@@ -394,10 +398,7 @@ TEST_CASE("both ends of an authenticated connection send small messages at once 
   net::Fd listener = net::listenOn(net::Address::parse("127.0.0.1:0"), &addr);
   const net::Secret secret = net::randomSecret();
   std::optional<Acceptor::Peer> accepted;
-  std::thread server([&] {
-    Acceptor acceptor(listener.get(), secret, 3, "test listener");
-    accepted = acceptor.next(Clock::now() + std::chrono::seconds(5));
-  });
+  std::thread server = serveOnce(listener.get(), secret, std::chrono::seconds(5), accepted);
   net::Deadline d = Clock::now() + std::chrono::seconds(5);
   net::Fd fd = connectAuthenticated([&] { return net::connectUntil(addr, d, "test"); }, secret, Hello{5, 1, 3, 0}, d,
                                     "test caller", "");
@@ -465,10 +466,7 @@ TEST_CASE("a listener refuses a proven caller that wants another rank, and the c
   net::Fd listener = net::listenOn(net::Address::parse("127.0.0.1:0"), &addr);
   const net::Secret secret = net::randomSecret();
   std::optional<Acceptor::Peer> accepted;
-  std::thread server([&] {
-    Acceptor acceptor(listener.get(), secret, 3, "test listener");
-    accepted = acceptor.next(Clock::now() + std::chrono::milliseconds(1500));
-  });
+  std::thread server = serveOnce(listener.get(), secret, std::chrono::milliseconds(1500), accepted);
   net::Deadline d = Clock::now() + std::chrono::seconds(5);
   net::Fd fd = net::connectUntil(addr, d, "test");
   CHECK_THROWS_WITH(authenticate(fd.get(), secret, Hello{5, 2, 4, 0}, d, "test caller", "advice"),

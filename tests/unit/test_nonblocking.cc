@@ -106,12 +106,18 @@ TEST_CASE("an abort releases a non-blocking split that waits for other ranks", "
   hocclUniqueId id;
   REQUIRE(hocclGetUniqueId(&id) == hocclSuccess);
   std::atomic<bool> aborted{false};
+  std::atomic<int> initialized{0};
   std::string failure = onThreads(2, [&](int rank) -> std::string {
     hocclConfig_t config = HOCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     hocclComm_t comm = nullptr;
     hocclCommInitRankConfig(&comm, 2, id, rank, &config);
-    if (settle(comm) != hocclSuccess) return std::string("init: ") + hocclGetLastError(nullptr);
+    const hocclResult_t init = settle(comm);
+    ++initialized;  // counted on failure too, so that rank 0 never waits for ever
+    if (init != hocclSuccess) return std::string("init: ") + hocclGetLastError(nullptr);
+    // Rank 0 aborts only once rank 1 has seen its init succeed: an abort before that is reported by rank 1's init
+    // (its state turns to the abort), which is not the case this test is about.
+    while (initialized.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (rank == 1) {
       while (!aborted.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       hocclResult_t state = hocclSuccess;
