@@ -38,7 +38,7 @@
          "How the mismatch check compares the calls: doubling = ceil(log2 N) rounds, each with the 2 peers r +- 2^k, " \
          "whose error names rank 0's call and the lowest rank whose call differs; all = every fingerprint reaches "    \
          "every rank (one round with every peer, or N-1 steps round a ring with lazy connections), whose error lists " \
-         "every rank's call; auto = doubling, or all with lazy connections above 8 ranks or under HOCCL_MAX_CONNS "    \
+         "every rank's call; auto = doubling, or all with lazy connections above 4 ranks or under HOCCL_MAX_CONNS "    \
          "(it connects only the ring neighbours). Use the same value on every rank")                                   \
   INT(TRACE_SIZE, 64, 0, 1048576,                                                                                      \
       "Flight recorder: operations kept per communicator (sequence, collective, bytes, algorithm, state, timings); "   \

@@ -116,8 +116,9 @@ Exchange exchangeOf(const Communicator& comm) {
   // limit they would be closed and connected again on every check, and above kDoublingMaxLazyRanks ranks they cost
   // more than the check saves (2 ceil(log2 n) - 2 extra descriptors per rank and, over shm, one ring pair of
   // HOCCL_SHM_SLOTS x HOCCL_SHM_SLOT_SIZE per peer: 97 against 25 MB per rank at 64 ranks), while the ring's extra
-  // latency is paid only by the checked calls (the first 16, and those of 1 MiB and more).
-  constexpr int kDoublingMaxLazyRanks = 8;
+  // latency is paid only by the checked calls (the first 16, and those of 1 MiB and more). At 8 ranks over tcp the
+  // doubling peers alone took the descriptors per rank from ~10 to 16.5 (tools/bench/scale); at 4 they add one peer.
+  constexpr int kDoublingMaxLazyRanks = 4;
   const bool lazyLimited = params::MAX_CONNS.get() > 0 || comm.nranks() > kDoublingMaxLazyRanks;
   return comm.lazy() && lazyLimited ? Exchange::All : Exchange::Doubling;
 }

@@ -102,19 +102,19 @@ std::vector<std::pair<std::string, std::string>> transportEnv(const std::string&
 
 TEST_CASE("lazy: a ring all-reduce connects the two ring neighbours once and reuses them", "[scale]") {
   const std::string transport = GENERATE("tcp", "shm");
-  // The mismatch check's doubling exchange (the default) connects its own peers r +- 2^k too; `all` goes round the
-  // ring, whose peers are the all-reduce's.
-  const std::string exchange = GENERATE("auto", "all");
+  // The mismatch check's doubling exchange connects its own peers r +- 2^k too; `all` goes round the ring, whose
+  // peers are the all-reduce's, and so does `auto` with lazy connections above 4 ranks.
+  const std::string exchange = GENERATE("doubling", "all", "auto");
   ScopedEnv env(transportEnv(transport));
   ScopedEnv algo({{"HOCCL_ALGO", "ring"}, {"HOCCL_CONNECT", "lazy"}, {"HOCCL_CHECK_EXCHANGE", exchange}});
   const int n = 8;
   std::string err = job(n, [&](int r, hocclComm_t comm) {
     expect(connectedPeers(comm) == 0, fmt::format("{} peers connected after a lazy init", connectedPeers(comm)));
     std::vector<int> peers = {(r + 1) % n, (r + n - 1) % n};
-    if (exchange == "auto")
+    if (exchange == "doubling")
       for (int p : hoccl::doublingCheckPeers(r, n))
         if (std::find(peers.begin(), peers.end(), p) == peers.end()) peers.push_back(p);
-    const int want = static_cast<int>(peers.size());  // 2 with `all`; 5 with doubling: r +- 1, r +- 2, r + 4
+    const int want = static_cast<int>(peers.size());  // 2 with the ring; 5 with doubling: r +- 1, r +- 2, r + 4
     for (int call = 0; call < 20; ++call) {           // past the mismatch check's first 16 calls
       std::vector<int> buf(1000, r + call);
       CALL(hocclAllReduce(buf.data(), buf.data(), buf.size(), hocclInt32, hocclSum, comm, nullptr));
@@ -128,23 +128,24 @@ TEST_CASE("lazy: a ring all-reduce connects the two ring neighbours once and reu
   CHECK(err == "");
 }
 
-TEST_CASE("lazy, more than 8 ranks: the check's auto exchange goes round the ring and connects nothing more",
-          "[scale]") {
+TEST_CASE("lazy: the check's auto exchange goes round the ring above 4 ranks and doubles up to 4", "[scale]") {
   const std::string transport = GENERATE("tcp", "shm");
+  const int n = GENERATE(4, 5, 12);
   ScopedEnv env(transportEnv(transport));
   ScopedEnv algo({{"HOCCL_ALGO", "ring"}, {"HOCCL_CONNECT", "lazy"}, {"HOCCL_CHECK_EXCHANGE", "auto"}});
-  const int n = 12;
+  // Up to 4 lazy ranks the doubling rounds add r + 2 (= r - 2) to the ring's 2 neighbours; above, nothing.
+  const int want = n <= 4 ? 3 : 2;
   std::string err = job(n, [&](int r, hocclComm_t comm) {
     for (int call = 0; call < 3; ++call) {  // checked calls (the first 16)
       std::vector<int> buf(100, r + call);
       CALL(hocclAllReduce(buf.data(), buf.data(), buf.size(), hocclInt32, hocclSum, comm, nullptr));
       const int sum = n * (n - 1) / 2 + n * call;
       for (int v : buf) expect(v == sum, fmt::format("call {}: {} instead of {}", call, v, sum));
-      expect(connectedPeers(comm) == 2,
-             fmt::format("call {}: {} peers connected, the ring has 2", call, connectedPeers(comm)));
+      expect(connectedPeers(comm) == want,
+             fmt::format("call {}: {} peers connected, want {}", call, connectedPeers(comm), want));
     }
   });
-  INFO(transport);
+  INFO(transport << ", " << n << " ranks");
   CHECK(err == "");
 }
 
