@@ -92,6 +92,11 @@
       "(tcp, shm); past it, connections no call in flight uses are closed, least recently used first, through a "    \
       "handshake with the peer (shm: their slots unmapped and freed), and reconnected on their next use. 0 = no "     \
       "limit. Use the same value on every rank")                                                                       \
+  INT(COMM_SPLIT_SHARE_RESOURCES, 0, 0, 1,                                                                             \
+      "1: a split communicator uses its parent's connections (the parent's own lender's, for a split of a split) "     \
+      "instead of making its own, when config.splitShare does not say otherwise and every member of the new "          \
+      "communicator agrees and sets no HOCCL_MAX_CONNS; the parent and its sharing children then run one call at "     \
+      "a time (a second one fails with hocclInvalidUsage). 0 = every communicator connects its own peers")             \
   /* RDMA verbs transport (transports/ibverbs) */                                                                      \
   INT(IB_DISABLE, 0, 0, 1,                                                                                             \
       "1 turns the ibverbs (RDMA) transport off; without it, or without a usable RDMA device, peers on other hosts "   \

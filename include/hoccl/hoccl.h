@@ -104,7 +104,7 @@ typedef struct hocclConfig_v1 {
   int minCTAs;              ///< accepted and ignored
   int maxCTAs;              ///< accepted and ignored
   const char* netName;      ///< accepted and ignored (tcp is the only transport between hosts today)
-  int splitShare;           ///< accepted and ignored
+  int splitShare;           ///< hocclCommSplit: 1 = use the parent's connections (docs/transports.md), 0 = own ones
   int trafficClass;         ///< accepted and ignored
   const char* commName;     ///< a name shown in logs, NULL = none
   int collnetEnable;        ///< accepted and ignored

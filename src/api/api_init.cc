@@ -13,6 +13,7 @@
 #include "comm/launcher_env.h"
 #include "comm/launcher_root.h"
 #include "base/log.h"
+#include "base/params.h"
 
 using namespace hoccl;
 using hoccl::api::guarded;
@@ -25,6 +26,7 @@ struct ConfigView {
   bool blocking = true;
   bool blockingSet = false;  // the caller chose (else a split inherits its parent's mode, as in NCCL)
   std::string name;
+  int splitShare = -1;  // config.splitShare: 0 or 1; -1 unset (HOCCL_COMM_SPLIT_SHARE_RESOURCES decides)
 };
 
 ConfigView readConfig(const hocclConfig_t* config) {
@@ -40,6 +42,10 @@ ConfigView readConfig(const hocclConfig_t* config) {
     v.blockingSet = true;
   }
   if (config->size >= offsetof(hocclConfig_t, commName) + sizeof(const char*) && c.commName) v.name = c.commName;
+  if (c.splitShare != HOCCL_CONFIG_UNDEF_INT) {
+    if (c.splitShare != 0 && c.splitShare != 1) throwInvalidArgument("config->splitShare must be 0 or 1");
+    v.splitShare = c.splitShare;
+  }
   return v;
 }
 
@@ -53,11 +59,12 @@ void checkRankArgs(hocclComm_t* comm, int nranks, int rank) {
 // Creates the communicator of a handle whose initResult is hocclInProgress, in the calling (helper) thread, and
 // publishes the outcome. A handle aborted meanwhile gets nothing: the new communicator is destroyed at once (it says
 // goodbye to the root, so the other ranks go on).
-void finishInit(hocclComm_t handle, const boot::Contact& id, int rank, int nranks, const std::string& name) {
+void finishInit(hocclComm_t handle, const boot::Contact& id, int rank, int nranks, const std::string& name,
+                const ConnectionLender& lender = {}) {
   std::unique_ptr<Communicator> made;
   int code = hocclSuccess;
   try {
-    made = std::make_unique<Communicator>(id, rank, nranks, name);
+    made = std::make_unique<Communicator>(id, rank, nranks, name, lender);
   } catch (const Error& e) {
     handle->initError = e.what();
     code = e.code();
@@ -72,12 +79,13 @@ void finishInit(hocclComm_t handle, const boot::Contact& id, int rank, int nrank
 }
 
 // Creates the handle and the communicator, in this thread (blocking) or in a helper thread (non-blocking).
-hocclResult_t initHandle(hocclComm_t* out, const boot::Contact& id, int rank, int nranks, const ConfigView& cfg) {
+hocclResult_t initHandle(hocclComm_t* out, const boot::Contact& id, int rank, int nranks, const ConfigView& cfg,
+                         const ConnectionLender& lender = {}) {
   auto* handle = new hocclComm();
   handle->blocking = cfg.blocking;
   if (cfg.blocking) {
     try {
-      handle->impl = std::make_unique<Communicator>(id, rank, nranks, cfg.name);
+      handle->impl = std::make_unique<Communicator>(id, rank, nranks, cfg.name, lender);
     } catch (...) {
       delete handle;
       throw;
@@ -87,7 +95,9 @@ hocclResult_t initHandle(hocclComm_t* out, const boot::Contact& id, int rank, in
   }
   handle->initResult = hocclInProgress;
   *out = handle;
-  std::thread([handle, id, rank, nranks, name = cfg.name] { finishInit(handle, id, rank, nranks, name); }).detach();
+  std::thread([handle, id, rank, nranks, name = cfg.name, lender] {
+    finishInit(handle, id, rank, nranks, name, lender);
+  }).detach();
   return hocclInProgress;
 }
 
@@ -259,21 +269,34 @@ hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hocclComm_t* 
       throwInvalidArgument("color " + std::to_string(color) + " is negative; use a color >= 0 or HOCCL_SPLIT_NOCOLOR");
     ConfigView cfg = readConfig(config);
     if (!cfg.blockingSet) cfg.blocking = comm->blocking;
+    // Whether this rank wishes to share the parent's connections (comm/connection_share.cc); the members agree below.
+    const bool shareWish = (cfg.splitShare >= 0 ? cfg.splitShare == 1
+                                                : params::COMM_SPLIT_SHARE_RESOURCES.get() == 1) &&
+                           params::MAX_CONNS.get() == 0;
+    std::shared_ptr<Communicator> parentShared = comm->impl;
     // The two rounds over the parent's bootstrap, then the new communicator's init; returns its new rank and size
-    // (nranks 0: this rank has no color).
-    auto rounds = [&parent, color, key](hocclUniqueId* newId, int* newRank) {
+    // (nranks 0: this rank has no color) and, when every member wishes to share, the connections' lender.
+    auto rounds =
+        [&parent, parentShared, color, key, shareWish](hocclUniqueId* newId, int* newRank, ConnectionLender* lender) {
       const int n = parent.nranks();
-      // Round 1: everybody's color and key.
+      // Round 1: everybody's color, key and wish to share connections.
       struct Entry {
-        int32_t color, key;
+        int32_t color, key, share;
       };
       std::vector<Entry> entries(n);
-      entries[parent.rank()] = {color, key};
+      entries[parent.rank()] = {color, key, shareWish ? 1 : 0};
       parent.bootstrap().allGather(entries.data(), sizeof(Entry));
       std::vector<int> members;
       for (int r = 0; r < n; ++r)
         if (entries[r].color == color) members.push_back(r);
       std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return entries[a].key < entries[b].key; });
+      bool share = color != HOCCL_SPLIT_NOCOLOR;
+      for (int r : members) share &= entries[r].share == 1;
+      if (share) {  // the owner of the parent's connections lends them, in its rank numbers
+        const ConnectionLender& up = parent.lender();
+        lender->owner = up.owner ? up.owner : parentShared;
+        for (int r : members) lender->ownerRank.push_back(up.owner ? up.ownerRank[static_cast<size_t>(r)] : r);
+      }
       // Round 2: the first member of each color publishes a fresh id.
       std::vector<hocclUniqueId> ids(n);
       bool leader = color != HOCCL_SPLIT_NOCOLOR && members.front() == parent.rank();
@@ -287,12 +310,13 @@ hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hocclComm_t* 
     hocclUniqueId newId{};
     int newRank = 0;
     if (cfg.blocking) {
-      int size = rounds(&newId, &newRank);
+      ConnectionLender lender;
+      int size = rounds(&newId, &newRank, &lender);
       if (size == 0) {
         *newcomm = nullptr;
         return hocclSuccess;
       }
-      return initHandle(newcomm, boot::decode(newId), newRank, size, cfg);
+      return initHandle(newcomm, boot::decode(newId), newRank, size, cfg, lender);
     }
     // Non-blocking: the parent is busy (pending) until the rounds are over, the new handle initializes after them;
     // both report through hocclCommGetAsyncError.
@@ -305,8 +329,9 @@ hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hocclComm_t* 
     inBackground(comm, [comm, child, rounds, name = cfg.name]() mutable {
       hocclUniqueId id{};
       int rank = 0, size = 0;
+      ConnectionLender lender;
       try {
-        size = rounds(&id, &rank);
+        size = rounds(&id, &rank, &lender);
       } catch (const Error& e) {
         if (child) {
           child->initError = std::string("the split on the parent communicator failed: ") + e.what();
@@ -315,7 +340,7 @@ hocclResult_t hocclCommSplit(hocclComm_t comm, int color, int key, hocclComm_t* 
         throw;
       }
       comm->pending = hocclSuccess;  // the parent is free again; the new communicator's init goes on here
-      if (child) finishInit(child, boot::decode(id), rank, size, name);
+      if (child) finishInit(child, boot::decode(id), rank, size, name, lender);
     });
     *newcomm = child;
     return hocclInProgress;

@@ -112,8 +112,10 @@ WaitPolicy Communicator::waitPolicy() const {
   return chooseWaitPolicy(load);
 }
 
-Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, std::string name)
-    : rank_(rank), nranks_(nranks), name_(std::move(name)) {
+Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, std::string name,
+                           ConnectionLender lender)
+    : rank_(rank), nranks_(nranks), name_(std::move(name)), lender_(std::move(lender)) {
+  joinShare();
   log::setThreadRank(rank);
   // Parameters first: a bad value fails before this rank joins the bootstrap.
   const std::string policy = params::WAIT_POLICY.get();
@@ -176,7 +178,14 @@ Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, s
   channels_.resize(static_cast<size_t>(nranks));
   closing_.assign(static_cast<size_t>(nranks), 0);  // HOCCL_MAX_CONNS (comm/conn_limit.cc)
   transportIndexOf_.assign(static_cast<size_t>(nranks), -1);
-  for (size_t t = 0; t < transports_.size(); ++t) {
+  if (lender_.owner) {  // borrowed connections (comm/connection_share.cc): the owner prepared and connects them
+    lazy_ = lender_.owner->lazy_;
+    std::vector<int> everyone;
+    for (int p = 0; p < nranks; ++p)
+      if (p != rank) everyone.push_back(p);
+    if (!lazy_) connectBorrowed(everyone);  // the owner connected every peer at init
+  }
+  for (size_t t = 0; t < transports_.size() && !lender_.owner; ++t) {
     for (int p : peersOf[t]) transportIndexOf_[static_cast<size_t>(p)] = static_cast<int>(t);
     if (lazy_ && transports_[t]->connectsLazily()) {
       transports_[t]->prepare(ctx, peersOf[t]);
@@ -188,7 +197,9 @@ Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, s
       ++connectedCount_;
     }
   }
-  phaseDone(lazy_ ? "transports (lazy: prepare)" : "transports (eager: connect)");
+  phaseDone(lender_.owner ? "transports (borrowed)"
+            : lazy_       ? "transports (lazy: prepare)"
+                          : "transports (eager: connect)");
   // The transports' collective shortcuts (every rank asks every transport, in the same order).
   transport::ShortcutContext sc;
   sc.connect = &connectCtx_;
@@ -204,10 +215,16 @@ Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, s
     if (!hostLevel_) hostLevel_ = transports_[t]->hostLevel(sc, peersOf[t], reachesAll);
   }
   phaseDone("shortcuts");
+  // The probes use the connections: a borrower's are its family's (comm/connection_share.cc).
+  std::optional<SharedUse> probing;
   // Switches by measurement (HOCCL_TOPO_PROBE=1) when no rank knows its switch; the same decision on every rank.
-  if (topoProbeWanted(topology_, bootstrap_->ranks())) topology_ = probeTopology(*this);
+  if (topoProbeWanted(topology_, bootstrap_->ranks())) {
+    probing.emplace(*this);
+    topology_ = probeTopology(*this);
+  }
   // Link parameters by measurement (HOCCL_TUNE_PROBE=1), agreed on by every rank (comm/tune_probe.h).
   if (tuneProbeWanted(topology_)) {
+    if (!probing) probing.emplace(*this);
     TuneProbeResult probe = probeLinkModel(*this);
     HOCCL_INFO(kTuning, "{}: tuning probe took {:.0f} ms ({}); model: {}", describe(), probe.seconds * 1e3,
                probe.summary, probe.model.describe());
@@ -221,6 +238,7 @@ Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, s
 
 Communicator::~Communicator() {
   proxy_.reset();
+  leaveShare();
   deviceChannels_.clear();
   if (deviceScratch_) retiredScratch_.push_back(deviceScratch_);
   for (void* p : retiredScratch_) {
@@ -245,6 +263,7 @@ void Communicator::noChannel(int peer) const {
 }
 
 void Communicator::connect(const std::vector<int>& peers) {
+  if (lender_.owner) return connectBorrowed(peers);
   waitForCloses(peers);  // a peer whose close was asked for (HOCCL_MAX_CONNS): settled, maybe dropped
   std::vector<std::vector<int>> byTransport(transports_.size());
   bool any = false;

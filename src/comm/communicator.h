@@ -32,12 +32,23 @@ using topo::ByteCounters;
 class Proxy;
 class OneSided;
 
+class Communicator;
+
+/// Connections a new communicator borrows instead of making its own (hocclCommSplit with config.splitShare = 1 or
+/// HOCCL_SPLIT_SHARE=1, NCCL's splitShare; comm/connection_share.cc): every channel of the new communicator is the
+/// owner's channel to the same process, connected through the owner when first needed.
+struct ConnectionLender {
+  std::shared_ptr<Communicator>
+      owner;                   ///< whose channels are used (the first of a chain of sharing splits); kept alive
+  std::vector<int> ownerRank;  ///< by rank of the new communicator: the same process's rank in owner
+};
+
 /// A communicator. Created by CommInitRank / CommSplit; one thread drives it at a time.
 class Communicator {
  public:
   /// Connects rank `rank` of `nranks` through the bootstrap of `contact` (a unique id, or a share of several). `name`
-  /// appears in logs.
-  Communicator(const boot::Contact& contact, int rank, int nranks, std::string name);
+  /// appears in logs. With a lender (`lender.owner` set) the peers' channels are the owner's (ConnectionLender).
+  Communicator(const boot::Contact& contact, int rank, int nranks, std::string name, ConnectionLender lender = {});
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -138,6 +149,25 @@ class Communicator {
   Proxy* proxyIfAny() const { return proxy_.get(); }
   /// The one-sided windows and signals (comm/one_sided.h), made on first use.
   OneSided& oneSided();
+  /// Who lends this communicator its connections (ConnectionLender; empty owner: it has its own).
+  const ConnectionLender& lender() const { return lender_; }
+  /// While one exists, `comm` is the communicator using the connections it shares with others (a splitShare family:
+  /// one owner and the communicators that borrow its channels). Another member starting to use them meanwhile gets
+  /// hocclInvalidUsage naming both: the members of a family run one call at a time, as in NCCL. Nests; a
+  /// communicator that shares nothing claims nothing that others could see.
+  class SharedUse {
+   public:
+    /// Claims the family's connections for comm (throws hocclInvalidUsage when another member holds them).
+    explicit SharedUse(Communicator& comm);
+    ~SharedUse();
+    SharedUse(const SharedUse&) = delete;
+    SharedUse& operator=(const SharedUse&) = delete;
+    SharedUse(SharedUse&& other) noexcept : comm_(other.comm_) { other.comm_ = nullptr; }
+    SharedUse& operator=(SharedUse&&) = delete;
+
+   private:
+    Communicator* comm_;
+  };
   /// The link model the HOCCL_TUNE_PROBE=1 probe measured at init (the same on every rank), or null: the tuner
   /// then uses topo::LinkModel::fromParams().
   const topo::LinkModel* probedModel() const { return probedModel_ ? &*probedModel_ : nullptr; }
@@ -153,7 +183,19 @@ class Communicator {
   topo::Topology topology_;
   std::vector<std::unique_ptr<transport::Transport>> transports_;
   [[noreturn]] void noChannel(int peer) const;
-  kernels::Registrations registrations_;                       // before the shortcuts, which use it
+  ConnectionLender lender_;  // before the channels: borrowed channels point into the owner's
+  struct ShareState {        // who uses a splitShare family's connections now (comm/connection_share.cc)
+    std::mutex mutex;
+    const Communicator* user = nullptr;  // the member whose runs hold the connections
+    int depth = 0;                       // its nested claims
+    int members = 1;                     // the owner and its live borrowers
+    std::string broken;                  // why the connections are out of step (a member's call failed mid-way)
+  };
+  std::shared_ptr<ShareState> share_;
+  void connectBorrowed(const std::vector<int>& peers);
+  void joinShare();                       // at construction: the family's state (a new one without a lender)
+  void leaveShare();                      // at destruction
+  kernels::Registrations registrations_;  // before the shortcuts, which use it
   std::vector<std::unique_ptr<transport::Channel>> channels_;  // by rank; null until connected
   std::vector<int> transportIndexOf_;                          // by rank: index in transports_ (-1: this rank)
   bool lazy_ = false;
@@ -218,7 +260,7 @@ struct hocclComm {
   static constexpr unsigned kAlive = 0x600DC033u;  ///< stamp of a live handle
   static constexpr unsigned kDead = 0xDEADC033u;   ///< stamp after destroy/abort
   std::atomic<unsigned> stamp{kAlive};             ///< kAlive while valid
-  std::unique_ptr<hoccl::Communicator> impl;       ///< null while a non-blocking init runs
+  std::shared_ptr<hoccl::Communicator> impl;       ///< null while a non-blocking init runs; shared: ConnectionLender
   std::atomic<int> initResult{hocclSuccess};       ///< hocclInProgress while a non-blocking init runs
   std::string initError;                           ///< message of a failed non-blocking init (set before initResult)
   bool blocking = true;                            ///< config.blocking: split and finalize follow it

@@ -17,6 +17,9 @@
  * variant its peers agreed on) and an epilogue (polled after its last step): HO-Ring's host level on mapped memory
  * (comm/host_level_plan.h) runs there.
  *
+ * A run holds its communicators' shared connections (Communicator::SharedUse: communicators split with splitShare
+ * run one call at a time) from its start to its end.
+ *
  * Lazy connections (HOCCL_CONNECT=lazy): before a task starts, its communicator connects every peer the task's
  * schedule names that it has no channel to yet, all at once (Communicator::connect); those peers do the same for the
  * same call, so a ring connects its 2 peers on the first call and reuses them for every later one. A run on one
@@ -417,10 +420,15 @@ void run(std::vector<Task>& tasks) {
     cursors[i].tasks.push_back(&t);
   }
   cursors.resize(used);
-  // Lets hocclCommAbort (another thread) wait until this run has left the communicators.
+  // Lets hocclCommAbort (another thread) wait until this run has left the communicators. First the run claims the
+  // connections of communicators that share them (splitShare, comm/connection_share.cc): a member of a family
+  // whose connections another member is using fails here, before anything moved.
   struct InFlight {
     std::vector<Cursor>& cs;
+    std::vector<Communicator::SharedUse> claims;
     explicit InFlight(std::vector<Cursor>& c) : cs(c) {
+      claims.reserve(cs.size());
+      for (auto& x : cs) claims.emplace_back(*x.comm);
       for (auto& x : cs) ++x.comm->inFlight;
     }
     ~InFlight() {

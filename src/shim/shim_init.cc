@@ -165,7 +165,10 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int exclude
     if (const ncclResult_t r = fromHoccl(hocclCommUserRank(toHoccl(comm), &rank), toHoccl(comm)); r != ncclSuccess)
       return r;
     hocclConfig_t cfg;
-    if (config) cfg = translateConfig(config);
+    if (config) {
+      cfg = translateConfig(config);
+      cfg.splitShare = cfg.shrinkShare;  // a shrink shares its parent's connections by shrinkShare
+    }
     hocclComm_t h = nullptr;
     const hocclResult_t r = hocclCommSplit(toHoccl(comm), 0, rank, &h, config ? &cfg : nullptr);
     *newcomm = toNccl(h);

@@ -7,6 +7,8 @@
 //  - 256 ranks (threads of this process) pass every collective on small counts over tcp and over shm, random
 //    doubles against double-precision references, and send/recv between random pairs (all-to-all is left out here:
 //    255 peers x 256 ranks of tcp sockets in one process); meson runs it as test_scale_big;
+//  - splitShare: a split child (and a split of it) uses its owner's connections, so it connects nothing the owner
+//    has; not shared unless every member asks or under HOCCL_MAX_CONNS; a group with both fails with a clear error;
 //  - HOCCL_MAX_CONNS=2 or 3, over tcp and over shm: calls that touch many peers (send/recv between random pairs, ring all-reduces, an
 //    all-to-all) stay correct while a rank holds few connections and the process few descriptors.
 // A peer that dies before a lazy connect is tests/mp/mp_failures.cc's case "lazy".
@@ -345,6 +347,213 @@ void everyCollectiveOn256(const std::string& transport) {
 }  // namespace
 
 // One test case per transport, so that meson runs each in its own bounded test (test_scale_big_tcp, _shm).
+// A split with config.splitShare = 1 (or HOCCL_COMM_SPLIT_SHARE_RESOURCES=1) and every member agreeing: the child's
+// channels are its owner's (comm/connection_share.cc); `share` -1 leaves config.splitShare unset.
+hocclComm_t split(hocclComm_t parent, int color, int key, int share) {
+  hocclConfig_t cfg = HOCCL_CONFIG_INITIALIZER;
+  if (share >= 0) cfg.splitShare = share;
+  hocclComm_t child = nullptr;
+  CALL(hocclCommSplit(parent, color, key, &child, &cfg));
+  return child;
+}
+
+// An all-reduce (sum) of random doubles on comm, checked against the double-precision sum of every rank's data,
+// which each rank regenerates from the seeds (the parent's rank `who` of every member).
+void checkedAllReduce(hocclComm_t comm, const std::vector<int>& members, int me, int call) {
+  const size_t count = 1001;  // not a multiple of the ranks
+  auto data = [&](int who) {
+    std::mt19937_64 gen(static_cast<uint64_t>(who * 7919 + call));
+    std::uniform_real_distribution<double> dist(-1, 1);
+    std::vector<double> v(count);
+    for (double& x : v) x = dist(gen);
+    return v;
+  };
+  std::vector<double> buf = data(me), want(count, 0.0);
+  for (int who : members) {
+    std::vector<double> v = data(who);
+    for (size_t i = 0; i < count; ++i) want[i] += v[i];
+  }
+  CALL(hocclAllReduce(buf.data(), buf.data(), count, hocclFloat64, hocclSum, comm, nullptr));
+  for (size_t i = 0; i < count; ++i)
+    expect(std::fabs(buf[i] - want[i]) <= 1e-12 * members.size(),
+           fmt::format("call {}: element {} is {} instead of {}", call, i, buf[i], want[i]));
+}
+
+TEST_CASE("splitShare: a split child uses its owner's connections, and so does a split of the child", "[scale]") {
+  const std::string transport = GENERATE("tcp", "shm");
+  const std::string how = GENERATE("config", "environment");
+  ScopedEnv env(transportEnv(transport));
+  ScopedEnv algo({{"HOCCL_ALGO", "ring"},
+                  {"HOCCL_CONNECT", "lazy"},
+                  {"HOCCL_CHECK_EXCHANGE", "all"},
+                  {"HOCCL_COMM_SPLIT_SHARE_RESOURCES", how == "environment" ? "1" : "0"}});
+  const int n = 4, share = how == "config" ? 1 : -1;
+  hocclUniqueId id;
+  REQUIRE(hocclGetUniqueId(&id) == hocclSuccess);
+  std::string err = firstError(runThreads(n, [&](int r) {
+    hocclComm_t comm = nullptr, half = nullptr, reversed = nullptr, again = nullptr;
+    try {
+      CALL(hocclCommInitRank(&comm, n, id, r));
+      checkedAllReduce(comm, {0, 1, 2, 3}, r, 0);
+      expect(connectedPeers(comm) == 2, fmt::format("the parent's ring has {} peers, not 2", connectedPeers(comm)));
+      // Colors r % 2: {0, 2} and {1, 3}. The child's one peer is the parent's r + 2, not connected yet.
+      half = split(comm, r % 2, r, share);
+      expect(half->impl->lender().owner == comm->impl, "the child does not borrow its parent's connections");
+      expect(connectedPeers(half) == 0, "a borrowing child was connected before its first call");
+      checkedAllReduce(half, {r % 2, r % 2 + 2}, r, 1);
+      expect(connectedPeers(half) == 1 && connectedPeers(comm) == 3,
+             fmt::format("after the child's call: child {} peers (want 1), parent {} (want 3: its ring and r + 2)",
+                         connectedPeers(half), connectedPeers(comm)));
+      // Everybody, in reverse order: its ring neighbours are the parent's, so nothing new is connected.
+      reversed = split(comm, 0, n - r, share);
+      checkedAllReduce(reversed, {0, 1, 2, 3}, r, 2);
+      expect(connectedPeers(reversed) == 2 && connectedPeers(comm) == 3,
+             fmt::format("after the reversed child's call: it has {} peers (want 2), the parent {} (want 3)",
+                         connectedPeers(reversed), connectedPeers(comm)));
+      // A split of the child: the owner is still the first communicator, in its own rank numbers.
+      again = split(half, 0, -r, share);
+      const hoccl::ConnectionLender& lender = again->impl->lender();
+      expect(lender.owner == comm->impl, "a split of a borrowing child does not borrow from the first owner");
+      const std::vector<int> owners = {r % 2 + 2, r % 2};  // key -r: the higher parent rank first
+      expect(lender.ownerRank == owners, "the split of the child maps its ranks to the wrong owner ranks");
+      checkedAllReduce(again, {r % 2, r % 2 + 2}, r, 3);
+      expect(connectedPeers(comm) == 3, "the split of the child connected more than its owner had");
+      // The parent goes first: its children hold it, and keep working.
+      CALL(hocclCommDestroy(comm));
+      comm = nullptr;
+      checkedAllReduce(half, {r % 2, r % 2 + 2}, r, 4);
+      checkedAllReduce(reversed, {0, 1, 2, 3}, r, 5);
+      for (hocclComm_t* c : {&again, &reversed, &half}) {
+        CALL(hocclCommDestroy(*c));
+        *c = nullptr;
+      }
+    } catch (...) {
+      for (hocclComm_t c : {again, reversed, half, comm})
+        if (c) hocclCommAbort(c);
+      throw;
+    }
+  }));
+  INFO(transport << ", splitShare by " << how);
+  CHECK(err == "");
+}
+
+TEST_CASE("splitShare: not shared unless every member asks, nor under HOCCL_MAX_CONNS; eager children get all",
+          "[scale]") {
+  const std::string transport = GENERATE("tcp", "shm");
+  const std::string variant = GENERATE("one rank declines", "HOCCL_MAX_CONNS", "eager");
+  ScopedEnv env(transportEnv(transport));
+  ScopedEnv algo({{"HOCCL_ALGO", "ring"},
+                  {"HOCCL_CONNECT", variant == "eager" ? "eager" : "lazy"},
+                  {"HOCCL_CHECK_EXCHANGE", "all"},
+                  {"HOCCL_MAX_CONNS", variant == "HOCCL_MAX_CONNS" ? "8" : "0"}});
+  const int n = 4;
+  std::string err = job(n, [&](int r, hocclComm_t comm) {
+    checkedAllReduce(comm, {0, 1, 2, 3}, r, 0);
+    const int before = connectedPeers(comm);
+    hocclComm_t half = split(comm, r % 2, r, variant == "one rank declines" && r == 2 ? 0 : 1);
+    // Rank 2 declining keeps {0, 2} apart; {1, 3} still share.
+    const bool want = variant == "eager" || (variant == "one rank declines" && r % 2 == 1);
+    const bool shared = half->impl->lender().owner != nullptr;
+    expect(shared == want, fmt::format("{}: rank {}'s child {} its parent's connections", variant, r,
+                                       shared ? "borrows" : "does not borrow"));
+    if (variant == "eager")
+      expect(connectedPeers(half) == 1, "an eager borrowing child does not hold its peer from the start");
+    checkedAllReduce(half, {r % 2, r % 2 + 2}, r, 1);
+    // A lazy borrower connects r + 2 in its parent; a child with connections of its own leaves the parent alone.
+    const int after = before + (shared && variant != "eager" ? 1 : 0);
+    expect(connectedPeers(comm) == after,
+           fmt::format("the parent went from {} to {} peers (want {})", before, connectedPeers(comm), after));
+    CALL(hocclCommDestroy(half));
+  });
+  INFO(transport << ", " << variant);
+  CHECK(err == "");
+}
+
+TEST_CASE("splitShare: a parent and a sharing child in one group fail with a clear error; both work afterwards",
+          "[scale]") {
+  ScopedEnv env({{"HOCCL_SHM_DISABLE", "1"}, {"HOCCL_CONNECT", "lazy"}, {"HOCCL_CHECK_EXCHANGE", "all"}});
+  const int n = 2;
+  std::string err = job(n, [&](int r, hocclComm_t comm) {
+    hocclComm_t child = split(comm, 0, r, 1);
+    std::vector<float> a(100, 1.0f), b(100, 2.0f);
+    CALL(hocclGroupStart());
+    CALL(hocclAllReduce(a.data(), a.data(), a.size(), hocclFloat32, hocclSum, comm, nullptr));
+    CALL(hocclAllReduce(b.data(), b.data(), b.size(), hocclFloat32, hocclSum, child, nullptr));
+    const hocclResult_t rc = hocclGroupEnd();
+    const std::string msg = hocclGetLastError(nullptr);
+    expect(rc == hocclInvalidUsage, fmt::format("the group returned {} ({})", hocclGetErrorString(rc), msg));
+    expect(msg.find("shares its connections") != std::string::npos &&
+               msg.find("one call at a time") != std::string::npos,
+           "the error does not say why: " + msg);
+    expect(a[0] == 1.0f && b[0] == 2.0f, "a failed group changed the buffers");
+    checkedAllReduce(comm, {0, 1}, r, 1);
+    checkedAllReduce(child, {0, 1}, r, 2);
+    CALL(hocclCommDestroy(child));
+  });
+  CHECK(err == "");
+}
+
+TEST_CASE("splitShare: a child's call that fails mid-way stops its parent too, with a clear error", "[scale]") {
+  ScopedEnv env({{"HOCCL_SHM_DISABLE", "1"}, {"HOCCL_CONNECT", "lazy"}, {"HOCCL_CHECK_EXCHANGE", "all"}});
+  const int n = 2;
+  hocclUniqueId id;
+  REQUIRE(hocclGetUniqueId(&id) == hocclSuccess);
+  std::atomic<bool> rank0Done{false};
+  std::string err = firstError(runThreads(n, [&](int r) {
+    hocclComm_t comm = nullptr, child = nullptr;
+    CALL(hocclCommInitRank(&comm, n, id, r));
+    try {
+      checkedAllReduce(comm, {0, 1}, r, 0);  // the parent connects its ring
+      child = split(comm, 0, r, 1);
+      if (r == 0) {
+        // Rank 1 never makes the child's call: rank 0's waits with a receive posted on the parent's connection
+        // until another thread aborts the child.
+        std::thread aborter([&] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          hocclCommAbort(child);
+        });
+        std::vector<float> buf(1000, 1.0f);
+        const hocclResult_t rc = hocclAllReduce(buf.data(), buf.data(), buf.size(), hocclFloat32, hocclSum, child,
+                                                nullptr);
+        aborter.join();
+        child = nullptr;
+        expect(rc != hocclSuccess, "the aborted child's call succeeded");
+        std::vector<float> mine(10, 1.0f);
+        const hocclResult_t next = hocclAllReduce(mine.data(), mine.data(), mine.size(), hocclFloat32, hocclSum, comm,
+                                                  nullptr);
+        const std::string msg = hocclGetLastError(nullptr);
+        expect(next == hocclInvalidUsage && msg.find("messages in flight") != std::string::npos &&
+                   msg.find("destroy them") != std::string::npos,
+               fmt::format("the parent's next call returned {}: {}", hocclGetErrorString(next), msg));
+        expect(mine[0] == 1.0f, "the refused call changed its buffer");
+        rank0Done = true;
+      } else {
+        while (!rank0Done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    } catch (...) {
+      rank0Done = true;
+      if (child) hocclCommAbort(child);
+      hocclCommAbort(comm);
+      throw;
+    }
+    if (child) hocclCommAbort(child);
+    hocclCommAbort(comm);
+  }));
+  CHECK(err == "");
+}
+
+TEST_CASE("splitShare: config.splitShare other than 0 or 1 is refused", "[scale]") {
+  std::string err = job(1, [&](int, hocclComm_t comm) {
+    hocclConfig_t cfg = HOCCL_CONFIG_INITIALIZER;
+    cfg.splitShare = 2;
+    hocclComm_t child = nullptr;
+    expect(hocclCommSplit(comm, 0, 0, &child, &cfg) == hocclInvalidArgument && child == nullptr,
+           "splitShare = 2 was accepted");
+    expect(std::string(hocclGetLastError(nullptr)).find("splitShare") != std::string::npos, "the error names no field");
+  });
+  CHECK(err == "");
+}
+
 TEST_CASE("256 thread ranks pass every collective on small counts over tcp", "[scale][big]") {
   everyCollectiveOn256("tcp");
 }
