@@ -542,6 +542,31 @@ TEST_CASE("splitShare: a child's call that fails mid-way stops its parent too, w
   CHECK(err == "");
 }
 
+TEST_CASE("splitShare: a non-blocking split borrows too", "[scale]") {
+  ScopedEnv env({{"HOCCL_SHM_DISABLE", "1"}, {"HOCCL_CONNECT", "lazy"}, {"HOCCL_CHECK_EXCHANGE", "all"}});
+  const int n = 3;
+  std::string err = job(n, [&](int r, hocclComm_t comm) {
+    hocclConfig_t cfg = HOCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    cfg.splitShare = 1;
+    hocclComm_t child = nullptr;
+    hocclResult_t rc = hocclCommSplit(comm, 0, -r, &child, &cfg);
+    expect(rc == hocclSuccess || rc == hocclInProgress, fmt::format("split: {}", hocclGetErrorString(rc)));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    hocclResult_t state = hocclInProgress;
+    while (state == hocclInProgress && std::chrono::steady_clock::now() < deadline) {
+      CALL(hocclCommGetAsyncError(child, &state));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    expect(state == hocclSuccess, fmt::format("the non-blocking split ended with {}", hocclGetErrorString(state)));
+    expect(child->impl->lender().owner == comm->impl, "the non-blocking child does not borrow");
+    checkedAllReduce(child, {0, 1, 2}, r, 1);
+    expect(connectedPeers(comm) == 2, "the child connected peers of its own in its parent beyond the ring");
+    CALL(hocclCommDestroy(child));
+  });
+  CHECK(err == "");
+}
+
 TEST_CASE("splitShare: config.splitShare other than 0 or 1 is refused", "[scale]") {
   std::string err = job(1, [&](int, hocclComm_t comm) {
     hocclConfig_t cfg = HOCCL_CONFIG_INITIALIZER;
