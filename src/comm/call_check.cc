@@ -143,6 +143,9 @@ CallFingerprint fingerprintOf(const std::vector<const Op*>& colls) {
   f.dtype = static_cast<uint8_t>(first.dtype);
   f.op = reduces(first.coll) ? static_cast<uint8_t>(std::min<int>(first.op, 0xfe)) : 0xff;
   f.device = first.onDevice() ? 1 : 0;  // a rank staging device buffers and one moving host buffers cannot pair up
+  // Calls of a parent and a child that share connections (splitShare) can meet on one channel: they must differ.
+  const uint64_t tag = first.comm->bootstrap().commTag();
+  for (int i = 0; i < 3; ++i) f.comm[i] = static_cast<uint8_t>(tag >> (8 * i));
   const char* name = resolve(first).decision->choice.name();
   std::strncpy(f.algorithm, name, sizeof(f.algorithm) - 1);
   uint64_t h = kFnv1aBasis;
@@ -170,6 +173,15 @@ constexpr const char* kMismatchAdvice =
     "Every rank must issue the same collectives in the same order with the same count, type, op, root and kind of "
     "buffers";
 
+// When the differing calls were made on different communicators (which share their connections: splitShare).
+std::string commsNote(const std::vector<CallFingerprint>& calls) {
+  for (const CallFingerprint& f : calls)
+    if (std::memcmp(f.comm, calls.front().comm, sizeof(f.comm)) != 0)
+      return ". The calls were made on different communicators that share connections (a split with splitShare): "
+             "every rank must make its calls on a parent and its sharing children in the same order";
+  return "";
+}
+
 std::string kindsNote(const std::vector<int>& onDevice, const std::vector<int>& onHost) {
   if (onDevice.empty() || onHost.empty()) return "";
   return fmt::format(
@@ -188,10 +200,10 @@ std::string kindsNote(const std::vector<int>& onDevice, const std::vector<int>& 
   throw Error(hocclInvalidUsage,
               fmt::format("{}: the ranks called different operations (rank {}: {}; rank {}: {}; rank {} is the "
                           "lowest-numbered rank whose call differs from rank {}'s, and others may differ too: "
-                          "HOCCL_CHECK_EXCHANGE=all lists every rank's call){}. {}",
+                          "HOCCL_CHECK_EXCHANGE=all lists every rank's call){}{}. {}",
                           c.comm->describe(), s.lowRank, describeFingerprint(s.low), s.otherRank,
                           describeFingerprint(s.other), s.otherRank, s.lowRank, kindsNote(onDevice, onHost),
-                          kMismatchAdvice));
+                          commsNote({s.low, s.other}), kMismatchAdvice));
 }
 
 [[noreturn]] void throwDifference(const CheckState& c) {
@@ -207,8 +219,9 @@ std::string kindsNote(const std::vector<int>& onDevice, const std::vector<int>& 
                         describeFingerprint(f));
   std::vector<int> onDevice, onHost;
   for (int r = 0; r < static_cast<int>(c.all.size()); ++r) (c.all[r].device ? onDevice : onHost).push_back(r);
-  throw Error(hocclInvalidUsage, fmt::format("{}: the ranks called different operations ({}){}. {}", c.comm->describe(),
-                                             list, kindsNote(onDevice, onHost), kMismatchAdvice));
+  throw Error(hocclInvalidUsage,
+              fmt::format("{}: the ranks called different operations ({}){}{}. {}", c.comm->describe(), list,
+                          kindsNote(onDevice, onHost), commsNote(c.all), kMismatchAdvice));
 }
 
 // doubling, round k = c.round: sends this rank's summary so far, receives the one of the ranks before.

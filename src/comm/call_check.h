@@ -34,7 +34,7 @@ struct CallFingerprint {
   uint8_t op = 0xff;        ///< hocclRedOp_t of a reducing collective (capped at 0xfe), else 0xff
   uint8_t magic = 0x5c;     ///< constant: tells a fingerprint from stray bytes
   uint8_t device = 0;       ///< 1 when the call's buffers are device memory, 0 host memory
-  uint8_t spare[3] = {};    ///< zero
+  uint8_t comm[3] = {};     ///< low 24 bits of the communicator's tag: two communicators sharing connections differ
   char algorithm[24] = {};  ///< the algorithm or shortcut chosen for the first collective, NUL-terminated
 };
 static_assert(sizeof(CallFingerprint) == 64, "the fingerprint is 64 bytes on the wire");

@@ -35,12 +35,11 @@ class OneSided;
 class Communicator;
 
 /// Connections a new communicator borrows instead of making its own (hocclCommSplit with config.splitShare = 1 or
-/// HOCCL_SPLIT_SHARE=1, NCCL's splitShare; comm/connection_share.cc): every channel of the new communicator is the
-/// owner's channel to the same process, connected through the owner when first needed.
+/// HOCCL_COMM_SPLIT_SHARE_RESOURCES=1, NCCL's splitShare; comm/connection_share.cc): every channel of the new
+/// communicator is the owner's channel to the same process, connected through the owner when first needed.
 struct ConnectionLender {
-  std::shared_ptr<Communicator>
-      owner;                   ///< whose channels are used (the first of a chain of sharing splits); kept alive
-  std::vector<int> ownerRank;  ///< by rank of the new communicator: the same process's rank in owner
+  std::shared_ptr<Communicator> owner;  ///< whose channels (the first of a chain of sharing splits); kept alive
+  std::vector<int> ownerRank;           ///< by rank of the new communicator: the same process's rank in owner
 };
 
 /// A communicator. Created by CommInitRank / CommSplit; one thread drives it at a time.

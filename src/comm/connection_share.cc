@@ -1,6 +1,6 @@
 /*
- * Connections shared across communicators (hocclCommSplit with config.splitShare = 1 or HOCCL_SPLIT_SHARE=1, what
- * NCCL calls splitShare).
+ * Connections shared across communicators (hocclCommSplit with config.splitShare = 1 or
+ * HOCCL_COMM_SPLIT_SHARE_RESOURCES=1, what NCCL calls splitShare).
  *
  * A split normally gives the new communicator connections of its own: a second socket or shared-memory ring pair to
  * every peer it talks to, though the parent already has one to the same process. A sharing split instead borrows:
@@ -13,9 +13,11 @@
  * - A channel carries one ordered stream of messages, so the family (the owner and its borrowers) runs one call at a
  *   time: Communicator::SharedUse claims the family's connections for the length of an executor run (and of the
  *   probes at init); a member starting while another holds them fails with hocclInvalidUsage naming both instead
- *   of mixing their messages. The ranks of one process must therefore order their calls on the members alike; a
- *   rank that does not (its calls on the owner meet a peer's calls on a borrower) is caught by the channels' message
- *   sizes and the mismatch check like any other mismatched call.
+ *   of mixing their messages. The ranks must also order their calls on the members alike; a rank that does not
+ *   (its call on the owner meets a peer's call on a borrower) makes a mismatched call: the check's fingerprint
+ *   carries the communicator (comm/call_check.h), and the channels' message sizes bound the rest.
+ * - A member's call that fails with messages still in flight on the shared channels (a timeout, an abort, a dead
+ *   peer) leaves them out of step: the family is marked broken and every member's next call fails saying so.
  * - The borrower holds its owner alive (shared ownership), so destroying the parent first is allowed; the owner's
  *   bootstrap and transports then live until the last borrower is gone.
  * - Every rank of the new communicator must share or none: the split's first round carries each rank's wish, and
@@ -102,7 +104,7 @@ Communicator::SharedUse::SharedUse(Communicator& comm) : comm_(&comm) {
     comm_ = nullptr;
     throwInvalidUsage(fmt::format(
         "{}: cannot start a call: this communicator shares its connections with {} (a split with splitShare=1 or "
-        "HOCCL_SPLIT_SHARE=1), which has a call in flight. Communicators that share connections run one call at a "
+        "HOCCL_COMM_SPLIT_SHARE_RESOURCES=1), which has a call in flight. Communicators that share connections run one call at a "
         "time: wait for the other's call to complete (or its stream, for device buffers), do not put calls on both "
         "in one group, or split without splitShare",
         comm.describe(), other));

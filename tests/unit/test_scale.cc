@@ -567,6 +567,40 @@ TEST_CASE("splitShare: a non-blocking split borrows too", "[scale]") {
   CHECK(err == "");
 }
 
+TEST_CASE("splitShare: a rank calling the parent while its peer calls the child fails the check on both", "[scale]") {
+  const std::string exchange = GENERATE("doubling", "all");
+  ScopedEnv env({{"HOCCL_SHM_DISABLE", "1"}, {"HOCCL_CONNECT", "lazy"}, {"HOCCL_CHECK_EXCHANGE", exchange}});
+  const int n = 2;
+  hocclUniqueId id;
+  REQUIRE(hocclGetUniqueId(&id) == hocclSuccess);
+  std::string err = firstError(runThreads(n, [&](int r) {
+    hocclComm_t comm = nullptr, child = nullptr;
+    CALL(hocclCommInitRank(&comm, n, id, r));
+    try {
+      checkedAllReduce(comm, {0, 1}, r, 0);
+      child = split(comm, 0, r, 1);
+      checkedAllReduce(child, {0, 1}, r, 1);  // seq 0 on the child, 1 on the parent: the same next on both
+      // Same collective, count and type, on the parent at rank 0 and on the child at rank 1: one channel carries
+      // both, and only the communicator tells them apart.
+      std::vector<float> buf(100, 1.0f);
+      const hocclResult_t rc = hocclAllReduce(buf.data(), buf.data(), buf.size(), hocclFloat32, hocclSum,
+                                              r == 0 ? comm : child, nullptr);
+      const std::string msg = hocclGetLastError(nullptr);
+      expect(rc == hocclInvalidUsage && msg.find("different communicators that share connections") != std::string::npos,
+             fmt::format("rank {}: {} ({})", r, hocclGetErrorString(rc), msg));
+      expect(buf[0] == 1.0f, "the refused call changed its buffer");
+    } catch (...) {
+      if (child) hocclCommAbort(child);
+      hocclCommAbort(comm);
+      throw;
+    }
+    hocclCommAbort(child);
+    hocclCommAbort(comm);
+  }));
+  INFO("HOCCL_CHECK_EXCHANGE=" << exchange);
+  CHECK(err == "");
+}
+
 TEST_CASE("splitShare: config.splitShare other than 0 or 1 is refused", "[scale]") {
   std::string err = job(1, [&](int, hocclComm_t comm) {
     hocclConfig_t cfg = HOCCL_CONFIG_INITIALIZER;
