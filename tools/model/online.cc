@@ -6,7 +6,10 @@
 //              under load, with every rank sending at once as the algorithms' steps do: the intra-host rate per
 //              flow, the NIC per host, the spine uplink per switch (see calibrate()). Then the per-step cost per
 //              class: series of 2 and 20 executor steps of 8 B with every rank of the class's ring busy (fitSteps),
-//              and last the spine's burst (spineBurst). Classes without a peer keep the built-in values.
+//              and last the spine's burst (spineBurst). Classes without a peer keep the built-in values. On a
+//              one-host job also the shm shortcuts' hand-off, copy and reduction rates (probeShortcuts). With more
+//              ranks on a host than cores, what every rank measured at once is divided back to a core per rank
+//              (LinkModel::crowded applies it again at the rank count a job runs).
 //   validate   runs the collective over a size range (the algorithm HOCCL_ALGO forces, or whatever the tuner
 //              picks) and prints the cost model's prediction against the slowest rank's mean time.
 #include <fmt/format.h>
