@@ -268,8 +268,9 @@ double shortcutTime(Job& job, transport::Shortcut& s, const transport::CollCall&
 //   hand-off   the small shortcut's all-reduce of 2 floats, less the Block policy's nap the model adds per round;
 //   copy       the single-copy all-gather of 512 KiB and 4 MiB per rank: (p - 1) x the difference in bytes over the
 //              difference in time (per-call costs cancel);
-//   reduce     the single-copy reduce-scatter of 512 KiB and 4 MiB per block: each rank copies and reduces (p - 1)
-//              blocks; what the copy rate does not explain of its slope is the reduction's.
+//   reduce     the single-copy all-reduce of 512 KiB and 4 MiB: 2(p - 1)/p of it crosses, (p - 1)/p is reduced;
+//              what the copy rate does not explain of its slope is the reduction's (with whatever the push, which
+//              the all-gather does not do, costs beyond a pull: the all-reduce is what the tuner weighs most).
 // Shortcuts that cannot run (a job over several hosts, cross-memory attach refused) keep the model's values.
 std::string probeShortcuts(Job& job, topo::LinkModel& m, double crowding) {
   std::string out;
@@ -295,12 +296,11 @@ std::string probeShortcuts(Job& job, topo::LinkModel& m, double crowding) {
   }
   const size_t b1 = size_t{512} << 10, b2 = size_t{4} << 20;
   auto timeOf = [&](transport::Shortcut& s, Coll coll, size_t bytes) {
-    const size_t perRank = bytes / sizeof(float);
-    std::vector<float> send(coll == Coll::AllGather ? perRank : perRank * n, 1.0f);
-    std::vector<float> recv(coll == Coll::AllGather ? perRank * n : perRank);
+    const size_t count = bytes / sizeof(float);  // all-gather: per rank; all-reduce: the message
+    std::vector<float> send(count, 1.0f), recv(coll == Coll::AllGather ? count * n : count);
     transport::CollCall c = call;
     c.coll = coll;
-    c.count = perRank;
+    c.count = count;
     c.sendbuf = send.data();
     c.recvbuf = recv.data();
     return shortcutTime(job, s, c, 3, true);
@@ -308,15 +308,18 @@ std::string probeShortcuts(Job& job, topo::LinkModel& m, double crowding) {
   call.coll = Coll::AllGather;
   call.count = b2 / sizeof(float);
   transport::Shortcut* single = n > 1 ? shortcutFor(job, "single_copy", call) : nullptr;
-  call.coll = Coll::ReduceScatter;
+  call.coll = Coll::AllReduce;
+  call.count = b1 / sizeof(float);
   if (single && job.maxOf(single->canRun(call) ? 0.0 : 1.0) == 0.0) {
     const double g1 = timeOf(*single, Coll::AllGather, b1), g2 = timeOf(*single, Coll::AllGather, b2);
     const double moved = static_cast<double>(n - 1) * static_cast<double>(b2 - b1);
     const double copy = g2 > g1 ? moved / (g2 - g1) : moved / g2;
-    const double r1 = timeOf(*single, Coll::ReduceScatter, b1), r2 = timeOf(*single, Coll::ReduceScatter, b2);
-    const double reduceTime = (r2 - r1) - moved / copy;  // what the copies leave of the slope
+    // All-reduce: 2(p-1)/p of the message crosses (pulled, then pushed) and (p-1)/p is reduced.
+    const double a1 = timeOf(*single, Coll::AllReduce, b1), a2 = timeOf(*single, Coll::AllReduce, b2);
+    const double part = static_cast<double>(n - 1) / n * static_cast<double>(b2 - b1);
+    const double reduceTime = (a2 - a1) - 2 * part / copy;  // what the copies leave of the slope
     m.shmCopy = copy * crowding;
-    if (reduceTime > 0) m.shmReduce = moved / reduceTime * crowding;
+    if (reduceTime > 0) m.shmReduce = part / reduceTime * crowding;
     out += fmt::format(" shm single copy {:.2f} GB/s, reduce {:.2f} GB/s (at a core per rank);", m.shmCopy / 1e9,
                        m.reduceRate() / 1e9);
     if (job.rank == 0)
