@@ -60,6 +60,22 @@ LinkModel LinkModel::fromParams() {
   return m;
 }
 
+LinkModel LinkModel::crowded(int ranksOnHost) const {
+  LinkModel m = *this;
+  const double f = crowding(ranksOnHost);
+  m.shmHandoff = handoff() * f;
+  m.shmCopy = crossCopy() / f;
+  m.shmReduce = reduceRate() / f;
+  m.cores = 0;
+  if (f == 1.0) return m;
+  for (int c : {static_cast<int>(hocclLinkSelf), static_cast<int>(hocclLinkIntraHost)}) {
+    m.alpha[c] *= f;
+    m.step[c] *= f;
+    m.beta[c] /= f;
+  }
+  return m;
+}
+
 std::string LinkModel::describe() const {
   std::string out;
   for (int c = 0; c < hocclNumLinkClasses; ++c)
@@ -67,7 +83,10 @@ std::string LinkModel::describe() const {
                        beta[c] / 1e9, alpha[c] * 1e6) +
            (step[c] > 0 ? fmt::format(" + {:.1f} us/step", step[c] * 1e6) : std::string());
   return out + fmt::format(", NIC {:.2f} GB/s, spine uplink {:.3f} GB/s", nic / 1e9, spine / 1e9) +
-         (spineBurst > 0 ? fmt::format(" with a {:.0f} kB burst", spineBurst / 1e3) : std::string());
+         (spineBurst > 0 ? fmt::format(" with a {:.0f} kB burst", spineBurst / 1e3) : std::string()) +
+         fmt::format(", shm hand-off {:.2f} us, cross copy {:.2f} GB/s, reduce {:.2f} GB/s", handoff() * 1e6,
+                     crossCopy() / 1e9, reduceRate() / 1e9) +
+         (cores > 0 ? fmt::format(", {} cores per host", cores) : std::string());
 }
 
 std::string LinkModel::toJson(const std::string& source) const {
@@ -81,6 +100,10 @@ std::string LinkModel::toJson(const std::string& source) const {
   j["nic_GBps"] = nic / 1e9;
   j["spine_GBps"] = spine / 1e9;
   j["spine_burst_bytes"] = spineBurst;
+  j["shm"]["handoff_us"] = shmHandoff * 1e6;
+  j["shm"]["copy_GBps"] = shmCopy / 1e9;
+  j["shm"]["reduce_GBps"] = shmReduce / 1e9;
+  j["cores_per_host"] = cores;
   j["source"] = source;
   return j.dump(2) + "\n";
 }
@@ -127,6 +150,27 @@ LinkModel LinkModel::fromJson(const std::string& text, const std::string& origin
   if (j.contains("nic_GBps")) m.nic = positive(j["nic_GBps"], "nic_GBps") * 1e9, nicSet = true;
   if (j.contains("spine_GBps")) m.spine = positive(j["spine_GBps"], "spine_GBps") * 1e9, spineSet = true;
   if (j.contains("spine_burst_bytes")) m.spineBurst = nonNegative(j["spine_burst_bytes"], "spine_burst_bytes");
+  if (j.contains("shm")) {
+    const nlohmann::json& shm = j["shm"];
+    if (!shm.is_object()) throwInvalidArgument(fmt::format("cost model file {}: shm must be an object", origin));
+    for (const auto& [key, v] : shm.items()) {
+      if (key == "handoff_us") m.shmHandoff = nonNegative(v, "shm.handoff_us") * 1e-6;
+      else if (key == "copy_GBps") m.shmCopy = nonNegative(v, "shm.copy_GBps") * 1e9;
+      else if (key == "reduce_GBps") m.shmReduce = nonNegative(v, "shm.reduce_GBps") * 1e9;
+      else
+        throwInvalidArgument(fmt::format(
+            "cost model file {}: unknown key '{}' in shm (valid: handoff_us, copy_GBps, reduce_GBps; 0 derives them)",
+            origin, key));
+    }
+  }
+  if (j.contains("cores_per_host")) {
+    const nlohmann::json& v = j["cores_per_host"];
+    if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > (1 << 20))
+      throwInvalidArgument(
+          fmt::format("cost model file {}: cores_per_host must be a whole number >= 0 (0: unknown), not {}", origin,
+                      v.dump()));
+    m.cores = static_cast<int>(v.get<long long>());
+  }
   if (!nicSet) m.nic = m.beta[hocclLinkIntraSwitch];
   if (!spineSet) m.spine = m.beta[hocclLinkInterSwitch];
   return m;

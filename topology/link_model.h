@@ -35,6 +35,38 @@ struct LinkModel {
   /// `spine`. Only the reference simulation (sched/cost_model.h: jobs up to 8 ranks, ring chains) prices it; the
   /// fast path prices the steady rate. `hoccl-model calibrate` measures it (docs/model.md).
   double spineBurst = 0;
+  /// The shm shortcuts' per-call cost (transports/shm): one arena hand-off among the ranks of a host (a cache line
+  /// written by one core and read by the others), seconds, at a core per rank. 0 (the default): alpha[intra-host],
+  /// the same cache-line round trip as an 8-byte message. `hoccl-model calibrate` measures it (the small shortcut's
+  /// 8-byte all-reduce with every rank of the host, docs/model.md).
+  double shmHandoff = 0;
+  /// The rate at which one rank copies across processes (the single-copy shortcut), bytes per second, at a core per
+  /// rank. 0 (the default): 2 x beta[intra-host], since a byte crosses memory once instead of into and out of a slot.
+  /// `hoccl-model calibrate` measures it (the single-copy all-gather at two sizes, every rank at once).
+  double shmCopy = 0;
+  /// The rate at which one rank reduces a piece it pulled from a peer into its output (the single-copy shortcut's
+  /// all-reduce and reduce-scatter), bytes per second, at a core per rank. 0 (the default): beta[self].
+  /// `hoccl-model calibrate` measures it (the single-copy reduce-scatter, against the copy rate above).
+  double shmReduce = 0;
+  /// Cores the ranks of one host can run on (the union of their affinity masks; the communicator fills it in,
+  /// the same on every rank). 0: unknown, a core per rank. With more ranks on a host than cores, what a rank's
+  /// CPU does takes longer (crowded()).
+  int cores = 0;
+  /// The arena hand-off: shmHandoff, or alpha[intra-host] when it is 0.
+  double handoff() const { return shmHandoff > 0 ? shmHandoff : alpha[hocclLinkIntraHost]; }
+  /// The cross-process copy rate: shmCopy, or 2 x beta[intra-host] when it is 0.
+  double crossCopy() const { return shmCopy > 0 ? shmCopy : 2 * beta[hocclLinkIntraHost]; }
+  /// The single copy's reduction rate: shmReduce, or beta[self] when it is 0.
+  double reduceRate() const { return shmReduce > 0 ? shmReduce : beta[hocclLinkSelf]; }
+  /// Ranks per core on a host of `ranksOnHost` ranks: max(1, ranksOnHost / cores); 1 when cores is 0.
+  double crowding(int ranksOnHost) const {
+    return cores > 0 && ranksOnHost > cores ? static_cast<double>(ranksOnHost) / cores : 1.0;
+  }
+  /// The model a host of `ranksOnHost` ranks on `cores` cores sees: every cost paid by a rank's CPU (the self and
+  /// intra-host classes' latency, per-step cost and rate; the shm hand-off, copy and reduction) takes crowding()
+  /// times longer, since the ranks take turns on the cores. The network classes are unchanged. The result has
+  /// cores = 0 (and the derived shm values made explicit), so applying it twice changes nothing.
+  LinkModel crowded(int ranksOnHost) const;
   /// The defaults, replaced by the model file HOCCL_MODEL_FILE names (if set), then overridden by HOCCL_LINK_BW_{SELF,INTRA_HOST,INTRA_SWITCH,INTER_SWITCH} (MB/s) and
   /// HOCCL_LINK_LAT_{SELF,INTRA_HOST,INTRA_SWITCH,INTER_SWITCH} (microseconds). The NIC takes the intra-switch
   /// bandwidth, the spine uplink the inter-switch bandwidth. Throws InvalidArgument on a non-positive value.
@@ -45,12 +77,13 @@ struct LinkModel {
   std::string describe() const;
   /// The model as a JSON document: {"latency_us": {"self": .., "intra-host": .., "intra-switch": ..,
   /// "inter-switch": ..}, "bandwidth_GBps": {same keys}, "step_us": {same keys}, "nic_GBps": .., "spine_GBps": ..,
-  /// "spine_burst_bytes": .., "source": ..}.
+  /// "spine_burst_bytes": .., "shm": {"handoff_us": .., "copy_GBps": .., "reduce_GBps": ..}, "cores_per_host": .., "source": ..}
+  /// (shm values and cores 0: derived / unknown, as the fields say).
   std::string toJson(const std::string& source) const;
   /// A model from such a document; keys left out keep the built-in defaults (nic and spine default to the
   /// intra-switch and inter-switch bandwidths; step_us and spine_burst_bytes to 0, as in files written before they
-  /// existed). Throws InvalidArgument naming `origin` on bad JSON, a latency or bandwidth that is not a positive
-  /// number, or a step cost or burst that is negative.
+  /// existed; shm and cores_per_host to 0). Throws InvalidArgument naming `origin` on bad JSON, a latency or
+  /// bandwidth that is not a positive number, or a step cost, burst, shm value or core count that is negative.
   static LinkModel fromJson(const std::string& text, const std::string& origin);
   /// Reads a model file (fromJson). Throws InvalidArgument naming the file when it cannot be read or parsed.
   static LinkModel load(const std::string& path);

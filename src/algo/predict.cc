@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "algo/tuner.h"
 
@@ -46,8 +47,18 @@ topo::Prediction predictFast(const Algorithm& alg, const sched::CollArgs& args, 
   return topo::predictFast(gen, topo, elemSize, model, fastOptions(alg, args, topo));
 }
 
+int maxRanksPerHost(const topo::Topology& topo) {
+  std::vector<int> count(static_cast<size_t>(std::max(topo.nhosts, 1)), 0);
+  int most = 0;
+  for (int h : topo.hostOf)
+    if (h >= 0 && h < static_cast<int>(count.size())) most = std::max(most, ++count[static_cast<size_t>(h)]);
+  return most;
+}
+
 topo::Prediction predict(const Algorithm& alg, const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
-                         const topo::LinkModel& model) {
+                         const topo::LinkModel& given) {
+  // Ranks taking turns on a host's cores: every rank's CPU work costs more (a no-op when model.cores is 0 or enough).
+  const topo::LinkModel model = given.crowded(maxRanksPerHost(topo));
   if (topo.nranks <= kMaxFullSimRanks) return predictAlgorithm(alg, args, topo, elemSize, model);
   return predictFast(alg, args, topo, elemSize, model);
 }

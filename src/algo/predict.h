@@ -26,7 +26,12 @@ topo::FastOptions fastOptions(const Algorithm& alg, const sched::CollArgs& args,
 topo::Prediction predictFast(const Algorithm& alg, const sched::CollArgs& args, const topo::Topology& topo,
                              size_t elemSize, const topo::LinkModel& model);
 
-/// The full simulation up to kMaxFullSimRanks ranks, the fast prediction above.
+/// The most ranks any host of topo holds.
+int maxRanksPerHost(const topo::Topology& topo);
+
+/// The full simulation up to kMaxFullSimRanks ranks, the fast prediction above, priced with
+/// model.crowded(maxRanksPerHost(topo)): with more ranks on a host than model.cores, the self and intra-host costs
+/// grow as the shm shortcuts' prices do (topology/link_model.h), so schedules and shortcuts compete on one footing.
 topo::Prediction predict(const Algorithm& alg, const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
                          const topo::LinkModel& model);
 

@@ -74,6 +74,27 @@ int usableCpus() {
   return std::max(1, get_nprocs());
 }
 
+// Cores the ranks of each host can run on: the union of their affinity masks, all-gathered (collective), so every
+// rank gets the same answer; the fewest of any host. The tuner prices crowded hosts with it (LinkModel::cores).
+int agreedCoresPerHost(boot::Bootstrap& boot, const topo::Topology& t, int rank, int nranks) {
+  std::vector<cpu_set_t> all(static_cast<size_t>(nranks));
+  cpu_set_t& mine = all[static_cast<size_t>(rank)];
+  CPU_ZERO(&mine);
+  if (sched_getaffinity(0, sizeof(mine), &mine) != 0 || CPU_COUNT(&mine) == 0)
+    for (int c = 0; c < std::min(std::max(1, get_nprocs()), CPU_SETSIZE); ++c) CPU_SET(c, &mine);
+  boot.allGather(all.data(), sizeof(cpu_set_t));
+  std::vector<cpu_set_t> ofHost(static_cast<size_t>(std::max(t.nhosts, 1)));
+  for (cpu_set_t& u : ofHost) CPU_ZERO(&u);
+  for (int r = 0; r < nranks && r < static_cast<int>(t.hostOf.size()); ++r) {
+    cpu_set_t& u = ofHost[static_cast<size_t>(t.hostOf[static_cast<size_t>(r)])];
+    CPU_OR(&u, &u, &all[static_cast<size_t>(r)]);
+  }
+  int fewest = 0;
+  for (const cpu_set_t& u : ofHost)
+    if (CPU_COUNT(&u) > 0) fewest = fewest == 0 ? CPU_COUNT(&u) : std::min(fewest, CPU_COUNT(&u));
+  return fewest;
+}
+
 // The host's runnable threads (/proc/loadavg), or -1 when it cannot be read.
 int readRunnable() {
   const int fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
@@ -222,6 +243,7 @@ Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, s
     probing.emplace(*this);
     topology_ = probeTopology(*this);
   }
+  hostCores_ = agreedCoresPerHost(*bootstrap_, topology_, rank, nranks);
   // Link parameters by measurement (HOCCL_TUNE_PROBE=1), agreed on by every rank (comm/tune_probe.h).
   if (tuneProbeWanted(topology_)) {
     if (!probing) probing.emplace(*this);
@@ -331,6 +353,12 @@ transport::DeviceChannel& Communicator::deviceChannel(int peer) {
   return *slot;
 }
 
+topo::LinkModel Communicator::tuningModel() const {
+  topo::LinkModel m = probedModel_ ? *probedModel_ : topo::LinkModel::fromParams();
+  if (hostCores_ > 0) m.cores = hostCores_;
+  return m;
+}
+
 const Communicator::Decision& Communicator::decide(const transport::CollCall& call, const sched::CollArgs& args,
                                                    size_t elemSize) {
   const DecisionKey key{static_cast<int>(args.coll),
@@ -350,7 +378,8 @@ const Communicator::Decision& Communicator::decide(const transport::CollCall& ca
       lastKey_ = nullptr;
     }
     Decision d;
-    d.choice = algo::decide(call, args, topology_, elemSize, shortcuts_, probedModel());
+    const topo::LinkModel model = tuningModel();
+    d.choice = algo::decide(call, args, topology_, elemSize, shortcuts_, &model);
     if (d.choice.algorithm) {
       sched::CollArgs chosen = args;  // with the chunk the tuner chose (algo/tuner.h)
       if (d.choice.chunkCount) chosen.chunkCount = d.choice.chunkCount;

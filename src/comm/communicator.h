@@ -170,6 +170,10 @@ class Communicator {
   /// The link model the HOCCL_TUNE_PROBE=1 probe measured at init (the same on every rank), or null: the tuner
   /// then uses topo::LinkModel::fromParams().
   const topo::LinkModel* probedModel() const { return probedModel_ ? &*probedModel_ : nullptr; }
+  /// The link model the tuner prices with: probedModel() or topo::LinkModel::fromParams(), with `cores` set to the
+  /// cores the ranks of a host can run on (the fewest of any host: the union of the affinity masks of its ranks,
+  /// all-gathered at init, so the same on every rank).
+  topo::LinkModel tuningModel() const;
   /// How long rank 0's tuning probe took (the same on every rank; 0 without HOCCL_TUNE_PROBE=1).
   double probeSeconds() const { return probeSeconds_; }
 
@@ -222,6 +226,7 @@ class Communicator {
   bool oversubscribed_ = false;
   std::optional<topo::LinkModel> probedModel_;  // HOCCL_TUNE_PROBE=1 (comm/tune_probe.h)
   double probeSeconds_ = 0;
+  int hostCores_ = 0;              // cores the ranks of a host can run on (tuningModel()), the fewest of any host
   HostLoad hostLoad_;              // the policy's inputs but the load, fixed at init
   bool waitPolicyForced_ = false;  // HOCCL_WAIT_POLICY named one
   WaitPolicy forcedWaitPolicy_ = WaitPolicy::Spin;

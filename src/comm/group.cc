@@ -11,6 +11,7 @@
 #include "comm/proxy.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "algo/predict.h"
 #include "algo/registry.h"
 #include "algo/tuner.h"
 #include "exec/executor.h"
@@ -230,9 +231,9 @@ float groupSimulatedSeconds() {
   // Each recorded op, one after the other, priced as it would run: a collective by what the tuner chose for it (a
   // shortcut's own prediction, or the cost model over every rank's schedule, with the chunk and in-place binding
   // planning uses); a send or receive by its link's parameters.
-  const topo::LinkModel model = topo::LinkModel::fromParams();
   double seconds = 0;
   for (const Op& op : state().ops) {
+    const topo::LinkModel model = op.comm->tuningModel();  // what the tuner priced the choice with
     const topo::Topology& topology = op.comm->topology();
     const size_t elem = kernels::typeSize(op.dtype);
     if (op.kind != Op::Kind::Collective) {
@@ -243,7 +244,10 @@ float groupSimulatedSeconds() {
     const Resolved r = resolve(op);
     const algo::Choice& choice = r.decision->choice;
     if (choice.shortcut) seconds += choice.shortcut->predictSeconds(r.call, model);
-    else seconds += algo::predictAlgorithm(*choice.algorithm, r.args, topology, elem, model).seconds;
+    else
+      seconds += algo::predictAlgorithm(*choice.algorithm, r.args, topology, elem,
+                                        model.crowded(algo::maxRanksPerHost(topology)))
+                     .seconds;
   }
   return static_cast<float>(seconds);
 }

@@ -36,6 +36,7 @@
 
 #include "rank_runner.h"
 #include "../mp/data.h"
+#include "algo/predict.h"
 #include "algo/tuner.h"
 #include "base/boot/bootstrap.h"
 #include "base/error.h"
@@ -1142,12 +1143,15 @@ TEST_CASE("groupSimulatedSeconds (ncclGroupSimulateEnd) of a one-host all-reduce
       op.dtype = hocclFloat;
       op.op = hocclSum;
       const Resolved res = resolve(op);
-      const algo::Choice choice = algo::decide(res.call, res.args, c.topology(), sizeof(float), c.shortcuts());
-      const topo::LinkModel model = topo::LinkModel::fromParams();
+      const topo::LinkModel model = c.tuningModel();  // what the communicator's tuner prices with
+      const algo::Choice choice = algo::decide(res.call, res.args, c.topology(), sizeof(float), c.shortcuts(), &model);
       const char* want = bytes == 8 ? "small" : cross ? "single_copy" : nullptr;
       double predicted = 0;
       if (choice.shortcut) predicted = choice.shortcut->predictSeconds(res.call, model);
-      else predicted = algo::predictAlgorithm(*choice.algorithm, res.args, c.topology(), sizeof(float), model).seconds;
+      else
+        predicted = algo::predictAlgorithm(*choice.algorithm, res.args, c.topology(), sizeof(float),
+                                           model.crowded(algo::maxRanksPerHost(c.topology())))
+                        .seconds;
       if (want && (!choice.shortcut || std::string(choice.shortcut->name()) != want))
         problems += fmt::format("; {} B: the tuner chose {}, expected {}", bytes, choice.name(), want);
       if (!want && choice.shortcut)

@@ -6,7 +6,10 @@
 //              under load, with every rank sending at once as the algorithms' steps do: the intra-host rate per
 //              flow, the NIC per host, the spine uplink per switch (see calibrate()). Then the per-step cost per
 //              class: series of 2 and 20 executor steps of 8 B with every rank of the class's ring busy (fitSteps),
-//              and last the spine's burst (spineBurst). Classes without a peer keep the built-in values.
+//              and last the spine's burst (spineBurst). Classes without a peer keep the built-in values. On a
+//              one-host job also the shm shortcuts' hand-off, copy and reduction rates (probeShortcuts). With more
+//              ranks on a host than cores, what every rank measured at once is divided back to a core per rank
+//              (LinkModel::crowded applies it again at the rank count a job runs).
 //   validate   runs the collective over a size range (the algorithm HOCCL_ALGO forces, or whatever the tuner
 //              picks) and prints the cost model's prediction against the slowest rank's mean time.
 #include <fmt/format.h>
@@ -24,9 +27,11 @@
 #include "algo/registry.h"
 #include "algo/tuner.h"
 #include "base/params.h"
+#include "base/wait.h"
 #include "comm/communicator.h"
 #include "exec/executor.h"
 #include "sched/schedule.h"
+#include "transports/shm/shm_price.h"
 #include "hoccl/hoccl.h"
 #include "tools/model/model_tool.h"
 
@@ -228,6 +233,105 @@ double memcpyRate() {
   return best;
 }
 
+// The communicator's shortcut called `name` when it can run `call` on every rank (agreed: the same on all), else
+// null.
+transport::Shortcut* shortcutFor(Job& job, const char* name, const transport::CollCall& call) {
+  transport::Shortcut* found = nullptr;
+  for (const auto& s : job.comm->impl->shortcuts())
+    if (std::strcmp(s->name(), name) == 0 && s->canRun(call)) found = s.get();
+  return job.maxOf(found ? 0.0 : 1.0) == 0.0 ? found : nullptr;
+}
+
+// Time of one call of `call` through shortcut `s` with every rank at once: batches of `calls` calls after a
+// barrier, each rank's mean per call, the slowest rank's; the median of 5 batches (`fastest`: the fastest batch,
+// for a rate slope, where descheduling only ever adds time).
+double shortcutTime(Job& job, transport::Shortcut& s, const transport::CollCall& call, int calls, bool fastest) {
+  auto once = [&] {
+    Backoff backoff(job.comm->impl->waitPolicy());  // a fresh wait per call, as the communicator's calls have
+    s.run(call, backoff);
+  };
+  once();  // warm-up (and the peers' mappings)
+  std::vector<double> times;
+  for (int b = 0; b < 5; ++b) {
+    job.barrier();
+    const auto start = Clock::now();
+    for (int i = 0; i < calls; ++i) once();
+    times.push_back(job.maxOf(since(start) / calls));
+  }
+  std::sort(times.begin(), times.end());
+  return fastest ? times.front() : times[2];
+}
+
+// The shm shortcuts' parameters (LinkModel::shmHandoff, shmCopy, shmReduce) on a job whose ranks all share one
+// arena, measured with every rank at once and divided back to a core per rank (`crowding`: ranks per core on the
+// host, LinkModel::crowding), so that the model, crowding them again at this rank count, gives what was measured:
+//   hand-off   the small shortcut's all-reduce of 2 floats, less the Block policy's nap the model adds per round;
+//   copy       the single-copy all-gather of 512 KiB and 4 MiB per rank: (p - 1) x the difference in bytes over the
+//              difference in time (per-call costs cancel);
+//   reduce     the single-copy all-reduce of 512 KiB and 4 MiB: 2(p - 1)/p of it crosses, (p - 1)/p is reduced;
+//              what the copy rate does not explain of its slope is the reduction's (with whatever the push, which
+//              the all-gather does not do, costs beyond a pull: the all-reduce is what the tuner weighs most).
+// Shortcuts that cannot run (a job over several hosts, cross-memory attach refused) keep the model's values.
+std::string probeShortcuts(Job& job, topo::LinkModel& m, double crowding) {
+  std::string out;
+  const int n = job.nranks;
+  transport::CollCall call;
+  call.dtype = hocclFloat;
+  call.op = hocclSum;
+  std::vector<float> in(2, 1.0f), res(2);
+  call.sendbuf = in.data();
+  call.recvbuf = res.data();
+  call.count = 2;
+  call.coll = Coll::AllReduce;
+  if (transport::Shortcut* small = shortcutFor(job, "small", call)) {
+    const double t = shortcutTime(job, *small, call, 2000, false);
+    const double wait = transport::shm::roundWaitSeconds(n, m);
+    m.shmHandoff = std::max(t - wait, 0.1 * t) / crowding;
+    out += fmt::format(" shm small 8 B all-reduce {:.2f} us;", t * 1e6);
+    if (job.rank == 0)
+      fmt::print(
+          "{:>13}: small all-reduce of 8 B, {} ranks at once: {:9.2f} us per call (hand-off {:.2f} us at a "
+          "core per rank)\n",
+          "shm", n, t * 1e6, m.shmHandoff * 1e6);
+  }
+  const size_t b1 = size_t{512} << 10, b2 = size_t{4} << 20;
+  auto timeOf = [&](transport::Shortcut& s, Coll coll, size_t bytes) {
+    const size_t count = bytes / sizeof(float);  // all-gather: per rank; all-reduce: the message
+    std::vector<float> send(count, 1.0f), recv(coll == Coll::AllGather ? count * n : count);
+    transport::CollCall c = call;
+    c.coll = coll;
+    c.count = count;
+    c.sendbuf = send.data();
+    c.recvbuf = recv.data();
+    return shortcutTime(job, s, c, 3, true);
+  };
+  call.coll = Coll::AllGather;
+  call.count = b2 / sizeof(float);
+  transport::Shortcut* single = n > 1 ? shortcutFor(job, "single_copy", call) : nullptr;
+  call.coll = Coll::AllReduce;
+  call.count = b1 / sizeof(float);
+  if (single && job.maxOf(single->canRun(call) ? 0.0 : 1.0) == 0.0) {
+    const double g1 = timeOf(*single, Coll::AllGather, b1), g2 = timeOf(*single, Coll::AllGather, b2);
+    const double moved = static_cast<double>(n - 1) * static_cast<double>(b2 - b1);
+    const double copy = g2 > g1 ? moved / (g2 - g1) : moved / g2;
+    // All-reduce: 2(p-1)/p of the message crosses (pulled, then pushed) and (p-1)/p is reduced.
+    const double a1 = timeOf(*single, Coll::AllReduce, b1), a2 = timeOf(*single, Coll::AllReduce, b2);
+    const double part = static_cast<double>(n - 1) / n * static_cast<double>(b2 - b1);
+    const double reduceTime = (a2 - a1) - 2 * part / copy;  // what the copies leave of the slope
+    m.shmCopy = copy * crowding;
+    if (reduceTime > 0) m.shmReduce = part / reduceTime * crowding;
+    out += fmt::format(" shm single copy {:.2f} GB/s, reduce {:.2f} GB/s (at a core per rank);", m.shmCopy / 1e9,
+                       m.reduceRate() / 1e9);
+    if (job.rank == 0)
+      fmt::print(
+          "{:>13}: single copy, {} ranks at once: copies {:8.3f} GB/s, reduces {:8.3f} GB/s per rank at a "
+          "core per rank{}\n",
+          "shm", n, m.shmCopy / 1e9, m.reduceRate() / 1e9,
+          reduceTime > 0 ? "" : " (the reduction was not measurable: beta[self] kept)");
+  }
+  return out;
+}
+
 }  // namespace
 
 int calibrate(const CalibrateOptions& o) {
@@ -327,6 +431,18 @@ int calibrate(const CalibrateOptions& o) {
           "fixed per series\n",
           name, ringOf[c].size(), f.perStep * 1e6, m.step[c] * 1e6, f.fixed * 1e6);
   }
+  // A host with more ranks than cores: what every rank measured at once above (the intra-host rate and step cost)
+  // is divided back to a core per rank, which the tuner crowds again for the ranks it runs (LinkModel::crowded):
+  // the same numbers at this rank count, scaled at others.
+  m.cores = job.comm->impl->tuningModel().cores;
+  const double crowding = m.crowding(algo::maxRanksPerHost(t));
+  if (crowding > 1) {
+    if (!ringOf[hocclLinkIntraHost].empty()) m.beta[hocclLinkIntraHost] *= crowding;
+    m.step[hocclLinkIntraHost] /= crowding;
+    source += fmt::format(" {} ranks on {} cores per host: intra-host rate and step at a core per rank;",
+                          algo::maxRanksPerHost(t), m.cores);
+  }
+  if (t.nhosts == 1) source += probeShortcuts(job, m, crowding);
   // The spine's burst, against the steady rate measured above.
   if (t.nswitches > 1) {
     const auto& pairs = ringOf[hocclLinkInterSwitch];

@@ -88,6 +88,12 @@ assert 0 <= j["step_us"]["intra-host"] < 1e6 and j["step_us"]["inter-switch"] ==
 assert "intra-host steps (2 flows, 8 B)" in j["source"], j
 # One host: no spine, so no burst probed.
 assert j["spine_burst_bytes"] == 0, j
+# One host: the shm shortcuts' hand-off is measured (the small shortcut always runs an 8-byte all-reduce), and the
+# cores of the host are recorded; the copy rate where cross-memory attach is allowed (0, derived, otherwise).
+assert 0 < j["shm"]["handoff_us"] < 1e6, j
+assert "shm small 8 B all-reduce" in j["source"], j
+assert j["shm"]["copy_GBps"] >= 0 and j["shm"]["reduce_GBps"] >= 0, j
+assert j["cores_per_host"] >= 1, j
 PY
   "$TOOL" predict --shape 1x1x2 --sizes 1M --model "$TMP/cal.json" >/dev/null
   "$RUN" -n 2 --timeout 60 --env HOCCL_ALGO=ring -- "$TOOL" validate --sizes 64K:256K --model "$TMP/cal.json" \

@@ -40,6 +40,7 @@
 #include "base/error.h"
 #include "base/params.h"
 #include "kernels/shared_mem.h"
+#include "transports/shm/shm_price.h"
 #include "transports/shm/shm_small.h"
 #include "transports/shm/shm_zero_copy.h"
 
@@ -404,23 +405,7 @@ bool SingleCopyShortcut::canRun(const CollCall& call) const {
 }
 
 double SingleCopyShortcut::predictSeconds(const CollCall& call, const topo::LinkModel& model) const {
-  const double n = session_->nranks();
-  const double bytes = static_cast<double>(call.count * elemSize(call));
-  double crossing = 0, reduced = 0;  // bytes one rank copies across processes, and reduces
-  switch (call.coll) {
-    case Coll::AllReduce:
-      crossing = 2 * (n - 1) / n * bytes;
-      reduced = (n - 1) / n * bytes;
-      break;
-    case Coll::ReduceScatter:
-      crossing = (n - 1) * bytes;
-      reduced = (n - 1) * bytes;
-      break;
-    case Coll::AllGather:
-    case Coll::AlltoAll: crossing = (n - 1) * bytes; break;
-    default: crossing = bytes; break;  // broadcast: every receiver pulls the message
-  }
-  return 2 * kArenaHandoffSeconds + crossing / kCrossCopyBytesPerSecond + reduced / model.beta[hocclLinkSelf];
+  return singleCopySeconds(call, session_->nranks(), model);  // shm_price.h
 }
 
 std::unique_ptr<ShortcutOp> SingleCopyShortcut::start(const CollCall& call) {

@@ -32,7 +32,7 @@ class SingleCopyShortcut final : public Shortcut {
   const char* name() const override { return "single_copy"; }
   /// See the operating range above.
   bool canRun(const CollCall& call) const override;
-  /// Two hand-offs around the copies of what crosses (at the measured cross-memory copy rate) and the reduction.
+  /// Two hand-offs around the copies of what crosses and the reduction (shm_price.h: singleCopySeconds).
   double predictSeconds(const CollCall& call, const topo::LinkModel& model) const override;
   /// Starts the call: nothing happens until the first poll.
   std::unique_ptr<ShortcutOp> start(const CollCall& call) override;
@@ -45,11 +45,5 @@ class SingleCopyShortcut final : public Shortcut {
   bool userThreshold_;              // HOCCL_CMA_MIN_BYTES was set: it applies to every collective
   size_t minBytes_;
 };
-
-/// Rate at which one rank copies across processes in 256 KiB pieces, pulling and pushing: fitted to the 2-rank
-/// single-copy all-reduce of 1 MiB measured at 200 us on the build machine (docs/performance.md), i.e. 1 MiB crossing
-/// per rank plus the reduction of 512 KiB. (A single 64 MiB process_vm_readv runs at 3.85 GB/s there,
-/// tools/bench/cma_bw: the pieces stay in cache.)
-constexpr double kCrossCopyBytesPerSecond = 7e9;
 
 }  // namespace hoccl::transport::shm

@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "transports/shm/shm_price.h"
 
 namespace hoccl::transport::shm {
 namespace {
@@ -127,10 +128,7 @@ bool SmallShortcut::canRun(const CollCall& call) const {
 }
 
 double SmallShortcut::predictSeconds(const CollCall& call, const topo::LinkModel& model) const {
-  const double n = session_->nranks();
-  const double bytes = static_cast<double>(inputBytes(call, session_->nranks()));
-  // One hand-off, then every rank reads every payload once, straight from the peers' slots, as it combines them.
-  return kArenaHandoffSeconds + n * bytes / model.beta[hocclLinkSelf];
+  return smallSeconds(call, session_->nranks(), model);  // shm_price.h
 }
 
 std::unique_ptr<ShortcutOp> SmallShortcut::start(const CollCall& call) {

@@ -24,7 +24,7 @@ class SmallShortcut final : public Shortcut {
   const char* name() const override { return "small"; }
   /// See the operating range above.
   bool canRun(const CollCall& call) const override;
-  /// One hand-off plus every rank combining every payload locally.
+  /// One hand-off plus every rank combining every payload locally (shm_price.h: smallSeconds).
   double predictSeconds(const CollCall& call, const topo::LinkModel& model) const override;
   /// Starts the call's arena round.
   std::unique_ptr<ShortcutOp> start(const CollCall& call) override;
@@ -34,9 +34,5 @@ class SmallShortcut final : public Shortcut {
  private:
   std::shared_ptr<ArenaSession> session_;
 };
-
-/// Measured cost of one arena hand-off between two ranks of this host (a cache line written by one core and read
-/// by another): 2-rank 8-byte all-reduce takes 0.35-0.5 us end to end (docs/performance.md).
-constexpr double kArenaHandoffSeconds = 0.4e-6;
 
 }  // namespace hoccl::transport::shm

@@ -1,0 +1,198 @@
+// The shm shortcuts' prices and crowded hosts (transports/shm/shm_price.h, LinkModel::crowded): the prices by hand,
+// their rise with more ranks than cores, the schedules' predictions crowded alike, the model file's new keys, and
+// the tuner's choice between the shortcuts and the schedules for given calibrated parameters.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algo/predict.h"
+#include "algo/registry.h"
+#include "algo/tuner.h"
+#include "base/error.h"
+#include "base/wait.h"
+#include "topology/link_model.h"
+#include "transports/shm/shm_price.h"
+
+using namespace hoccl;
+using sched::Coll;
+
+namespace {
+
+transport::CollCall callOf(Coll coll, size_t count) {
+  transport::CollCall c;
+  c.coll = coll;
+  c.count = count;
+  c.dtype = hocclFloat;
+  c.op = hocclSum;
+  return c;
+}
+
+// A model with round numbers: hand-off 1 us, copy 5 GB/s, reduce 2 GB/s.
+topo::LinkModel calibrated(int cores) {
+  topo::LinkModel m;
+  m.alpha[hocclLinkIntraHost] = 1e-6;
+  m.beta[hocclLinkIntraHost] = 4e9;
+  m.beta[hocclLinkSelf] = 8e9;
+  m.shmHandoff = 1e-6;
+  m.shmCopy = 5e9;
+  m.shmReduce = 2e9;
+  m.cores = cores;
+  return m;
+}
+
+// What the shm transport offers, priced by shm_price.h as the real shortcuts are (never started here).
+class ShmPriced final : public transport::Shortcut {
+ public:
+  ShmPriced(bool small, int nranks) : small_(small), nranks_(nranks) {}
+  const char* name() const override { return small_ ? "small" : "single_copy"; }
+  bool canRun(const transport::CollCall& c) const override {
+    const size_t bytes = c.count * 4;
+    return small_ ? bytes <= 2048 : bytes >= (size_t{256} << 10);
+  }
+  double predictSeconds(const transport::CollCall& c, const topo::LinkModel& m) const override {
+    return small_ ? transport::shm::smallSeconds(c, nranks_, m) : transport::shm::singleCopySeconds(c, nranks_, m);
+  }
+  std::unique_ptr<transport::ShortcutOp> start(const transport::CollCall&) override { return nullptr; }
+
+ private:
+  bool small_;
+  int nranks_;
+};
+
+// The name of what the tuner chooses for an all-reduce of `bytes` on one host of `nranks` ranks.
+std::string decideOn(int nranks, size_t bytes, const topo::LinkModel& m) {
+  const topo::Topology one = topo::fromShape(1, 1, nranks);
+  std::vector<std::unique_ptr<transport::Shortcut>> shortcuts;
+  shortcuts.push_back(std::make_unique<ShmPriced>(true, nranks));
+  shortcuts.push_back(std::make_unique<ShmPriced>(false, nranks));
+  const size_t count = bytes / 4;
+  sched::CollArgs args{Coll::AllReduce, 0, nranks, count, 0, 1 << 18};
+  return algo::decide(callOf(Coll::AllReduce, count), args, one, 4, shortcuts, &m).name();
+}
+
+}  // namespace
+
+TEST_CASE("the shm prices by hand, at a core per rank", "[cost][shm]") {
+  const topo::LinkModel m = calibrated(0);
+  // small: one hand-off, then every rank reads every payload (8 ranks x 64 B at 8 GB/s).
+  CHECK(transport::shm::smallSeconds(callOf(Coll::AllReduce, 16), 8, m) == Approx(1e-6 + 8 * 64 / 8e9));
+  // single copy, all-reduce of 2 MiB on 4 ranks: 2 hand-offs, 2 x 3/4 of it crossing at 5 GB/s, 3/4 reduced at 2.
+  const double b = 2 << 20;
+  CHECK(transport::shm::singleCopySeconds(callOf(Coll::AllReduce, (2 << 20) / 4), 4, m) ==
+        Approx(2e-6 + 1.5 * b / 5e9 + 0.75 * b / 2e9));
+  // all-gather: (p-1) blocks cross, nothing is reduced.
+  CHECK(transport::shm::singleCopySeconds(callOf(Coll::AllGather, (2 << 20) / 4), 4, m) == Approx(2e-6 + 3 * b / 5e9));
+  // The derived defaults: hand-off = intra-host latency, copy = 2 x intra-host rate, reduce = beta[self].
+  topo::LinkModel d;
+  CHECK(d.handoff() == d.alpha[hocclLinkIntraHost]);
+  CHECK(d.crossCopy() == 2 * d.beta[hocclLinkIntraHost]);
+  CHECK(d.reduceRate() == d.beta[hocclLinkSelf]);
+}
+
+TEST_CASE("with more ranks than cores the shm prices rise as modelled", "[cost][shm]") {
+  const transport::CollCall tiny = callOf(Coll::AllReduce, 16);
+  const transport::CollCall big = callOf(Coll::AllReduce, (2 << 20) / 4);
+  const double b = 2 << 20;
+  for (int ranks : {2, 4, 8}) {
+    // Unknown cores, or a core per rank: no change.
+    CHECK(transport::shm::smallSeconds(tiny, ranks, calibrated(0)) ==
+          Approx(transport::shm::smallSeconds(tiny, ranks, calibrated(ranks))));
+    CHECK(transport::shm::roundWaitSeconds(ranks, calibrated(ranks)) == 0);
+  }
+  // 4 ranks on 2 cores: twice the hand-off, copies and reduction; the Share policy: no nap.
+  const topo::LinkModel two = calibrated(2);
+  CHECK(transport::shm::roundWaitSeconds(4, two) == 0);
+  CHECK(transport::shm::smallSeconds(tiny, 4, two) == Approx(2 * (1e-6 + 4 * 64 / 8e9)));
+  CHECK(transport::shm::singleCopySeconds(big, 4, two) == Approx(2 * (2e-6 + 1.5 * b / 5e9 + 0.75 * b / 2e9)));
+  // 8 ranks on 2 cores: four times, and the Block policy's nap once per arena round (small 1, single copy 2).
+  const double nap = Backoff(WaitPolicy::Block).blockMicros() * 1e-6;
+  CHECK(nap > 0);
+  CHECK(transport::shm::roundWaitSeconds(8, two) == Approx(nap));
+  CHECK(transport::shm::smallSeconds(tiny, 8, two) == Approx(4 * (1e-6 + 8 * 64 / 8e9) + nap));
+  CHECK(transport::shm::singleCopySeconds(big, 8, two) ==
+        Approx(4 * (2e-6 + 1.75 * b / 5e9 + 0.875 * b / 2e9) + 2 * nap));
+}
+
+TEST_CASE("a crowded host crowds the schedules' predictions alike", "[cost][shm]") {
+  topo::LinkModel m = calibrated(0);
+  m.step[hocclLinkIntraHost] = 3e-6;
+  m.cores = 2;
+  const topo::LinkModel c = m.crowded(8);
+  CHECK(c.alpha[hocclLinkIntraHost] == Approx(4e-6));
+  CHECK(c.step[hocclLinkIntraHost] == Approx(12e-6));
+  CHECK(c.beta[hocclLinkIntraHost] == Approx(1e9));
+  CHECK(c.beta[hocclLinkSelf] == Approx(2e9));
+  CHECK(c.alpha[hocclLinkInterSwitch] == m.alpha[hocclLinkInterSwitch]);  // the network is not a core's work
+  CHECK(c.beta[hocclLinkInterSwitch] == m.beta[hocclLinkInterSwitch]);
+  CHECK(c.cores == 0);
+  const topo::LinkModel twice = c.crowded(8);  // applied once only
+  CHECK(twice.alpha[hocclLinkIntraHost] == c.alpha[hocclLinkIntraHost]);
+  CHECK(twice.handoff() == c.handoff());
+  // On one host every cost of a schedule is a core's, so the whole prediction takes 4 times as long.
+  const topo::Topology one = topo::fromShape(1, 1, 8);
+  for (const char* name : {"ring", "direct"}) {
+    const algo::Algorithm& alg = algo::byName(name);
+    sched::CollArgs args{Coll::AllReduce, 0, 8, size_t{1} << 18, 0, 1 << 18};
+    topo::LinkModel free = m;
+    free.cores = 0;
+    const double alone = algo::predict(alg, args, one, 4, free).seconds;
+    CHECK(algo::predict(alg, args, one, 4, m).seconds == Approx(4 * alone).epsilon(1e-9));
+    m.cores = 8;  // a core per rank: unchanged
+    CHECK(algo::predict(alg, args, one, 4, m).seconds == Approx(alone).epsilon(1e-12));
+    m.cores = 2;
+  }
+  CHECK(algo::maxRanksPerHost(topo::fromCounts({{3, 1}, {2, 5}})) == 5);
+}
+
+TEST_CASE("a model file round-trips the shm parameters and the cores", "[cost][shm]") {
+  topo::LinkModel m = calibrated(2);
+  m.shmHandoff = 0.37e-6;
+  m.shmCopy = 6.5e9;
+  m.shmReduce = 2.25e9;
+  const topo::LinkModel back = topo::LinkModel::fromJson(m.toJson("test"), "round trip");
+  CHECK(back.shmHandoff == Approx(m.shmHandoff));
+  CHECK(back.shmCopy == Approx(m.shmCopy));
+  CHECK(back.shmReduce == Approx(m.shmReduce));
+  CHECK(back.cores == 2);
+  // A file from before: derived values, cores unknown.
+  const topo::LinkModel old = topo::LinkModel::fromJson(R"({"latency_us": {"intra-host": 0.7}})", "old");
+  CHECK(old.shmHandoff == 0);
+  CHECK(old.handoff() == Approx(0.7e-6));
+  CHECK(old.cores == 0);
+  // Bad values: a clear error naming the key.
+  auto error = [](const char* text) {
+    try {
+      topo::LinkModel::fromJson(text, "bad.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(error(R"({"shm": {"copy_GBps": -1}})"), Catch::Contains("shm.copy_GBps"));
+  CHECK_THAT(error(R"({"shm": {"copy": 1}})"), Catch::Contains("unknown key 'copy'"));
+  CHECK_THAT(error(R"({"shm": 3})"), Catch::Contains("shm must be an object"));
+  CHECK_THAT(error(R"({"cores_per_host": 1.5})"), Catch::Contains("cores_per_host"));
+  CHECK_THAT(error(R"({"cores_per_host": -2})"), Catch::Contains("cores_per_host"));
+}
+
+TEST_CASE("the tuner picks by the calibrated shm prices and the host's cores", "[cost][shm][tuner]") {
+  SECTION("8 ranks, 64 B: small at a core per rank, a schedule on 2 cores (the Block policy's naps)") {
+    CHECK(decideOn(8, 64, calibrated(0)) == "small");
+    CHECK(decideOn(8, 64, calibrated(2)) == "direct");
+  }
+  SECTION("4 ranks, 64 B on 2 cores (Share, no nap): small stays") { CHECK(decideOn(4, 64, calibrated(2)) == "small"); }
+  SECTION("2 MiB all-reduce: single copy when its copy and reduction are fast, a schedule when they are slow") {
+    topo::LinkModel fast = calibrated(0);
+    fast.shmCopy = 40e9;
+    fast.shmReduce = 40e9;
+    CHECK(decideOn(2, 2 << 20, fast) == "single_copy");
+    topo::LinkModel slow = calibrated(0);  // copy 5 GB/s, reduce 2 GB/s against a 4 GB/s slot path
+    slow.beta[hocclLinkIntraHost] = 8e9;
+    slow.beta[hocclLinkSelf] = 8e9;
+    const std::string c = decideOn(2, 2 << 20, slow);
+    CHECK(c != "single_copy");
+    CHECK(c != "small");
+  }
+}

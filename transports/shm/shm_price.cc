@@ -1,0 +1,60 @@
+/*
+ * The shm shortcuts' prices (see shm_price.h). For p ranks on the host and a message of b bytes (the count's):
+ *   small        hand-off + wait + p * (input bytes) / beta[self]  (every rank reads every payload once, straight
+ *                from the peers' slots, as it combines them)
+ *   single copy  2 (hand-off + wait) + crossing / crossCopy + reduced / reduceRate, where one rank's crossing and
+ *                reduced bytes are: all-reduce 2(p-1)/p b and (p-1)/p b; reduce-scatter (p-1) b twice; all-gather and
+ *                all-to-all (p-1) b crossing; broadcast b crossing (every receiver pulls the message)
+ * every parameter taken from model.crowded(p): p ranks on fewer cores take turns, so each rank's copies, reductions
+ * and hand-offs take p / cores times longer, as the schedules' self and intra-host costs do (algo/predict.h).
+ * The wait: a shortcut polls the arena with a Backoff and has nothing to block on, so under the Block policy (more
+ * than 2 ranks per core) a waiting rank naps; one nap per round is the floor of what that costs (docs/model.md:
+ * the small all-reduce on 8 ranks of 2 cores measured 110-150 us against 28-36 us for the direct schedule).
+ */
+#include "transports/shm/shm_price.h"
+
+#include "base/wait.h"
+#include "kernels/cpu/reduce.h"
+
+namespace hoccl::transport::shm {
+
+double roundWaitSeconds(int nranks, const topo::LinkModel& model) {
+  if (model.cores <= 0) return 0;
+  HostLoad load;
+  load.localRanks = nranks;
+  load.cores = model.cores;
+  load.hostCpus = model.cores;
+  load.runnable = -1;
+  if (chooseWaitPolicy(load) != WaitPolicy::Block) return 0;
+  return Backoff(WaitPolicy::Block).blockMicros() * 1e-6;
+}
+
+double smallSeconds(const CollCall& call, int nranks, const topo::LinkModel& given) {
+  const topo::LinkModel m = given.crowded(nranks);
+  const double n = nranks;
+  const double bytes = static_cast<double>(inputBytes(call, nranks));
+  return m.handoff() + roundWaitSeconds(nranks, given) + n * bytes / m.beta[hocclLinkSelf];
+}
+
+double singleCopySeconds(const CollCall& call, int nranks, const topo::LinkModel& given) {
+  const topo::LinkModel m = given.crowded(nranks);
+  const double n = nranks;
+  const double bytes = static_cast<double>(call.count * kernels::typeSize(call.dtype));
+  double crossing = 0, reduced = 0;  // bytes one rank copies across processes, and reduces
+  switch (call.coll) {
+    case Coll::AllReduce:
+      crossing = 2 * (n - 1) / n * bytes;
+      reduced = (n - 1) / n * bytes;
+      break;
+    case Coll::ReduceScatter:
+      crossing = (n - 1) * bytes;
+      reduced = (n - 1) * bytes;
+      break;
+    case Coll::AllGather:
+    case Coll::AlltoAll: crossing = (n - 1) * bytes; break;
+    default: crossing = bytes; break;  // broadcast: every receiver pulls the message
+  }
+  return 2 * (m.handoff() + roundWaitSeconds(nranks, given)) + crossing / m.crossCopy() + reduced / m.reduceRate();
+}
+
+}  // namespace hoccl::transport::shm
