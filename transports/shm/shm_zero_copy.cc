@@ -1,4 +1,36 @@
-// The zero-copy loops of the single-copy collectives over mapped registered buffers (see shm_zero_copy.h).
+/*
+ * The zero-copy loops of the single-copy collectives over mapped registered buffers (see shm_zero_copy.h).
+ *
+ * All-reduce: pieces claimed from a shared counter. The message is cut into pieces of 128 KiB (a multiple of the
+ * element size; the last one shorter). Instead of a fixed share per rank, every rank takes the next untaken piece,
+ * reduces it from every rank's input and writes it into every rank's output, and asks again until none is left, so
+ * a rank that copies faster (the two ranks' copies differ by up to 30% on this machine: docs/performance.md) takes
+ * more pieces instead of waiting for the slower one in the closing round.
+ * The counter is one 64-bit word in the arena's header page (Arena::claimWord), mapped by every rank: the call's
+ * epoch in the high 32 bits (the low 32 bits of the arena round number of the call's address round, the same on
+ * every rank), the next piece in the low 32 bits. Per call (shm_single_copy.cc runs the rounds):
+ *   1. reset: before it publishes its address round (arena round e), every rank whose buffers are registered
+ *      stores (e, 0) into the word. All store the same value.
+ *   2. claim: after the address round (every rank has published e, so every reset of this call happened before
+ *      any claim of it: each rank stores before its release, each claimer reads after its acquire), a rank loads
+ *      the word and, while its epoch is e and its piece n is below the call's count, swaps it for (e, n+1) with a
+ *      compare-and-swap; the swap that succeeds takes piece n. Every piece below the count is taken exactly once
+ *      (one successful swap per value of n), and each rank asks until it finds none left, so when every rank has
+ *      stopped, every piece has been reduced, once.
+ *   3. closing round: a rank publishes it after its last piece (streamed stores end with a store fence), and no
+ *      rank returns before every rank has published it: all outputs are written, and nobody claims any more.
+ * Why a late rank never takes a piece of the next call: a rank claims in call k+1 only after every rank published
+ * k+1's address round, and a rank publishes it only after it left call k, so claims of two calls never overlap
+ * while the ranks keep in step. If a rank leaves call k on an error (its range check failed; the peers' checks
+ * passed) and resets the word for k+1 while a peer still claims in k, the peer's next swap fails or finds the epoch
+ * of k+1 and it stops taking pieces (its call then fails at the closing round, which the other rank never
+ * publishes). The reset makes the word belong to the new call whatever an earlier call left in it, so the 32-bit
+ * epoch's wrap does not matter (a false match would need a rank stuck 2^32 arena rounds behind its peers, who cannot
+ * pass a round without it). Memory safety does not rest on the counter: every rank checked every peer's whole input
+ * and output against what that peer published before the first claim, and a piece is never past the call's count.
+ * In place: piece x of a rank's output is its input's piece x; only the rank that took x reads or writes piece x of
+ * any buffer, and it reads every input's piece x before it writes any output's.
+ */
 #include "transports/shm/shm_zero_copy.h"
 
 #include <algorithm>
@@ -18,53 +50,105 @@ constexpr size_t kZeroCopyPiece = 128 << 10;  // bytes per piece: the reduced pi
 // before: their outputs may still be in cache when the caller reads them (not measured).
 constexpr size_t kStreamMinBytes = size_t{4} << 20;
 
-size_t blockBegin(size_t count, int q, int p) { return count * static_cast<size_t>(q) / static_cast<size_t>(p); }
+// Bytes per piece of `bytes` in elements of `elem`: kZeroCopyPiece (whole elements), larger when the message has more
+// than 2^32 - 1 such pieces (the counter's 32 bits).
+size_t pieceBytes(size_t bytes, size_t elem) {
+  size_t piece = std::max(elem, kZeroCopyPiece / elem * elem);
+  constexpr size_t kMaxPieces = 0xffffffffu;
+  if (bytes / piece >= kMaxPieces) piece = (bytes / kMaxPieces + elem) / elem * elem;
+  return piece;
+}
+
+// Reduces bytes [x, x+m) of every rank's input at srcOffset into this rank's output at dstOffset (and, with
+// pushToAll, every peer's): through `scratch` (a piece long) when streaming, else straight into this rank's output.
+void reducePiece(const CollCall& call, int me, int p, const MappedBuffers& b, size_t srcOffset, size_t dstOffset,
+                 size_t x, size_t m, bool pushToAll, char* scratch) {
+  const kernels::MemoryOps& mem = kernels::hostMemoryOps();
+  const size_t elem = kernels::typeSize(call.dtype), n = m / elem;
+  const kernels::BinOp bin = kernels::binOpOf(call.op);
+  char* out = b.recv[me] + dstOffset;
+  char* acc = scratch ? scratch : out + x;
+  // Own input first: in place, out aliases it, so it must be read before out is written.
+  const char* first = b.send[me] + srcOffset + x;
+  for (int q = 0; q < p; ++q) {
+    if (q == me) continue;
+    mem.reduce(acc, first, b.send[q] + srcOffset + x, n, call.dtype, bin);
+    first = acc;
+  }
+  if (p == 1 && acc != first) mem.copy(acc, first, m);
+  if (call.op == hocclAvg) mem.divide(acc, n, call.dtype, p);
+  if (scratch) kernels::copyStreaming(out + x, acc, m);
+  if (pushToAll)
+    for (int q = 0; q < p; ++q) {
+      if (q == me) continue;
+      if (scratch) kernels::copyStreaming(b.recv[q] + dstOffset + x, acc, m);
+      else mem.copy(b.recv[q] + dstOffset + x, acc, m);
+    }
+}
+
+// The private buffer a streamed piece is reduced into (it stays in L2 for the copies out).
+char* scratchOf(size_t piece) {
+  thread_local std::vector<char> scratch;
+  if (scratch.size() < piece) scratch.resize(piece);
+  return scratch.data();
+}
 
 }  // namespace
 
+void PieceClaims::reset(std::atomic<uint64_t>& word, uint64_t epoch) {
+  // Relaxed: the rank's release of its address round orders it before every claim of the call (see the top).
+  word.store((epoch & 0xffffffffu) << 32, std::memory_order_relaxed);
+}
+
+bool PieceClaims::next(uint64_t& piece) {
+  uint64_t w = word_.load(std::memory_order_relaxed);
+  while (true) {
+    if ((w >> 32) != tag_ || (w & 0xffffffffu) >= pieces_) return false;
+    // Relaxed: the claim orders no data (the arena rounds do); the word's own modification order keeps each piece
+    // number taken once.
+    if (word_.compare_exchange_weak(w, w + 1, std::memory_order_relaxed)) {
+      piece = w & 0xffffffffu;
+      return true;
+    }
+  }
+}
+
+uint64_t allReducePieces(const CollCall& call) {
+  const size_t elem = kernels::typeSize(call.dtype), bytes = call.count * elem;
+  const size_t piece = pieceBytes(bytes, elem);
+  return (bytes + piece - 1) / piece;
+}
+
+size_t zeroCopyAllReduce(const CollCall& call, int me, int p, const MappedBuffers& b, PieceClaims& claims) {
+  const size_t elem = kernels::typeSize(call.dtype), bytes = call.count * elem;
+  const size_t piece = pieceBytes(bytes, elem);
+  // Streamed from the same share per rank as before the claims (bytes / p): the sizes measured stay where they were.
+  char* scratch = p > 1 && bytes / static_cast<size_t>(p) >= kStreamMinBytes ? scratchOf(piece) : nullptr;
+  size_t done = 0;
+  for (uint64_t k; claims.next(k);) {
+    const size_t x = static_cast<size_t>(k) * piece, m = std::min(piece, bytes - x);
+    reducePiece(call, me, p, b, 0, 0, x, m, true, scratch);
+    done += m;
+  }
+  return done;
+}
+
 void zeroCopyReduce(const CollCall& call, int me, int p, const MappedBuffers& b, size_t srcOffset, size_t dstOffset,
                     size_t bytes, bool pushToAll) {
-  const kernels::MemoryOps& mem = kernels::hostMemoryOps();
   const size_t elem = kernels::typeSize(call.dtype);
-  const kernels::BinOp bin = kernels::binOpOf(call.op);
-  char* out = b.recv[me] + dstOffset;
   const size_t piece = std::max(elem, kZeroCopyPiece / elem * elem);
   // Streaming: each piece is reduced into a private buffer that stays in L2, then streamed into every output, this
   // rank's own included; otherwise it is reduced straight into this rank's output and copied from there.
   const bool stream = pushToAll && p > 1 && bytes >= kStreamMinBytes;
-  thread_local std::vector<char> scratch;
-  if (stream && scratch.size() < piece) scratch.resize(piece);
-  for (size_t x = 0; x < bytes; x += piece) {
-    const size_t m = std::min(piece, bytes - x), n = m / elem;
-    char* acc = stream ? scratch.data() : out + x;
-    // Own input first: in place, out aliases it, so it must be read before out is written.
-    const char* first = b.send[me] + srcOffset + x;
-    for (int q = 0; q < p; ++q) {
-      if (q == me) continue;
-      mem.reduce(acc, first, b.send[q] + srcOffset + x, n, call.dtype, bin);
-      first = acc;
-    }
-    if (p == 1 && acc != first) mem.copy(acc, first, m);
-    if (call.op == hocclAvg) mem.divide(acc, n, call.dtype, p);
-    if (stream) kernels::copyStreaming(out + x, acc, m);
-    if (pushToAll)
-      for (int q = 0; q < p; ++q) {
-        if (q == me) continue;
-        if (stream) kernels::copyStreaming(b.recv[q] + dstOffset + x, acc, m);
-        else mem.copy(b.recv[q] + dstOffset + x, acc, m);
-      }
-  }
+  char* scratch = stream ? scratchOf(piece) : nullptr;
+  for (size_t x = 0; x < bytes; x += piece)
+    reducePiece(call, me, p, b, srcOffset, dstOffset, x, std::min(piece, bytes - x), pushToAll, scratch);
 }
 
 void zeroCopyRun(const CollCall& call, int me, int p, const MappedBuffers& b) {
   const kernels::MemoryOps& mem = kernels::hostMemoryOps();
   const size_t elem = kernels::typeSize(call.dtype), bytes = call.count * elem;
   switch (call.coll) {
-    case Coll::AllReduce: {
-      const size_t off = blockBegin(call.count, me, p) * elem;
-      zeroCopyReduce(call, me, p, b, off, off, blockBegin(call.count, me + 1, p) * elem - off, true);
-      return;
-    }
     case Coll::ReduceScatter: zeroCopyReduce(call, me, p, b, static_cast<size_t>(me) * bytes, 0, bytes, false); return;
     case Coll::AllGather: {
       // This rank's block into every output, a piece at a time: the piece is read from memory once and copied from
