@@ -1,5 +1,6 @@
 // Zero copy's piece claims (issue 16, transports/shm/shm_zero_copy.cc): the registered all-reduce hands the pieces
-// of the message to whichever rank asks first, from a counter in the arena that starts over with every call.
+// of the message to whichever rank asks first (its own block's first, then the others'), from counters in the arena
+// that start over with every call.
 // Checked, on hocclMemAlloc buffers registered on every rank:
 //  - every piece is reduced exactly once: sums of random doubles against a double-precision reference, in place (a
 //    piece reduced twice comes out doubled or tripled, since its inputs then already hold the sum; a skipped piece

@@ -46,9 +46,6 @@ struct CrossMemoryProbe {
   int64_t pid;
   uint64_t address;  // of gProbeWord in that process
 };
-static_assert(sizeof(ArenaHeader) <= kArenaClaimOffset && kArenaClaimOffset % 64 == 0 &&
-                  kArenaClaimOffset + sizeof(std::atomic<uint64_t>) <= kPage,
-              "the piece counter has a cache line of the header page to itself");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "the piece counter works across processes");
 
 const volatile uint64_t gProbeWord = kArenaMagic;

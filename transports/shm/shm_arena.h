@@ -3,14 +3,15 @@
 /// rank into which the shm shortcuts publish: the one-shot collectives for small messages (shm_small.h) their
 /// inputs, single copy (shm_single_copy.h) its buffer addresses and sizes.
 ///
-/// Layout: a header page (magic, geometry; at kArenaClaimOffset the piece counter of the registered all-reduce, the one
-/// word every rank writes: shm_zero_copy.h), then one region per rank, regionBytes apart (page aligned), with
+/// Layout: a header page (magic, geometry), then one region per rank, regionBytes apart (page aligned), with
 /// kArenaSlots slots used in turn by consecutive operations (operation s uses slot s % kArenaSlots):
 ///   line[0..slots-1]   one cache line each: the sequence number of the last operation this rank published in
 ///                      that slot (release store), the stamp of the call it published for (so that readers check
 ///                      they agree on the call before using the payload), then up to kArenaInlineBytes of payload
+///   claim              one cache line: the counter of the rank's block of the registered all-reduce's pieces
+///                      (shm_zero_copy.h: PieceClaims), the one word of a region that other ranks write too
 ///   data[0..slots-1]   maxBytes each, for payloads that do not fit in the line
-/// A rank writes only its own region (and the counter) and reads everybody's. Small payloads cost a reader one
+/// A rank writes only its own region (and the other ranks' claim words) and reads everybody's. Small payloads cost a reader one
 /// cache-line transfer.
 #pragma once
 
@@ -29,8 +30,6 @@ constexpr size_t kArenaInlineBytes = 40;
 /// Slots per rank: how far (kArenaSlots - 1 operations) a rank that waits for nobody, such as a broadcast root,
 /// may run ahead of the slowest peer.
 constexpr uint64_t kArenaSlots = 4;
-/// Where the piece counter lies in the header page: a cache line of its own, not next to the header's.
-constexpr size_t kArenaClaimOffset = 128;
 
 /// What a rank says it is doing when it publishes: readers compare it with their own call before they use the
 /// payload (or, for single copy, before they touch the publisher's buffers).
@@ -85,11 +84,9 @@ class Arena {
     return bytes <= kArenaInlineBytes ? region(r)->lines[s % kArenaSlots].inlineData
                                       : reinterpret_cast<char*>(region(r) + 1) + (s % kArenaSlots) * maxBytes_;
   }
-  /// The piece counter of the registered all-reduce (PieceClaims in shm_zero_copy.h), shared by every rank. Zero in a
-  /// fresh arena.
-  std::atomic<uint64_t>& claimWord() const {
-    return *reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(base_) + kArenaClaimOffset);
-  }
+  /// Rank r's claim word: the counter of block r of the registered all-reduce's pieces (PieceClaims in
+  /// shm_zero_copy.h), which every rank may take pieces from. Zero in a fresh arena.
+  std::atomic<uint64_t>& claimWord(int r) const { return region(r)->claim; }
   /// True when every rank can read and write every other rank's memory (process_vm_readv/writev were probed at
   /// connect on every pair, and all ranks agreed): the single-copy collectives of shm_single_copy.h may run.
   bool crossMemory() const { return crossMemory_; }
@@ -101,6 +98,8 @@ class Arena {
  private:
   struct Region {
     ArenaLine lines[kArenaSlots];
+    alignas(64) std::atomic<uint64_t> claim;
+    char pad[64 - sizeof(std::atomic<uint64_t>)];
   };
   Arena(std::string name, void* base, size_t bytes, size_t maxBytes, size_t regionBytes);
   Region* region(int r) const { return reinterpret_cast<Region*>(regions_ + static_cast<size_t>(r) * regionBytes_); }

@@ -120,7 +120,8 @@ bool SingleCopyOp::poll() {
     addressSeq_ = exchange_->seq();
     // Before publishing (the exchange publishes in poll): the zero-copy all-reduce's counter starts over for this
     // call (protocol in shm_zero_copy.cc).
-    if (mayClaim()) PieceClaims::reset(s_.arena().claimWord(), addressSeq_);
+    if (mayClaim())
+      PieceClaims::reset(s_.arena().claimWord(s_.rank()), s_.rank(), n, addressSeq_, allReducePieces(call_));
   }
   if (!exchange_->poll()) return false;
   if (copied_) {  // round 2 is over: nobody touches this rank's buffers any more
@@ -229,7 +230,9 @@ void SingleCopyOp::zeroCopyPhase() {
   if (call_.coll == Coll::AlltoAll) return allToAllPhase(&mb);
   size_t claimed = 0;
   if (call_.coll == Coll::AllReduce) {
-    PieceClaims claims(s_.arena().claimWord(), addressSeq_, allReducePieces(call_));
+    std::vector<std::atomic<uint64_t>*> words(p);
+    for (int r = 0; r < p; ++r) words[r] = &s_.arena().claimWord(r);
+    PieceClaims claims(std::move(words), me, addressSeq_, allReducePieces(call_));
     claimed = zeroCopyAllReduce(call_, me, p, mb, claims);
   } else {
     zeroCopyRun(call_, me, p, mb);

@@ -1,39 +1,46 @@
 /*
  * The zero-copy loops of the single-copy collectives over mapped registered buffers (see shm_zero_copy.h).
  *
- * All-reduce: pieces claimed from a shared counter. The message is cut into pieces of 128 KiB (a multiple of the
- * element size; the last one shorter). Instead of a fixed share per rank, every rank takes the next untaken piece,
- * reduces it from every rank's input and writes it into every rank's output, and asks again until none is left, so
- * a rank that copies faster (the two ranks' copies differ by up to 30% on this machine: docs/performance.md) takes
- * more pieces instead of waiting for the slower one in the closing round.
- * The counter is one 64-bit word in the arena's header page (Arena::claimWord), mapped by every rank: the call's
- * epoch in the high 32 bits (the low 32 bits of the arena round number of the call's address round, the same on
- * every rank), the next piece in the low 32 bits. Per call (shm_single_copy.cc runs the rounds):
- *   1. reset: before it publishes its address round (arena round e), every rank whose buffers are registered
- *      stores (e, 0) into the word. All store the same value.
- *   2. claim: after the address round (every rank has published e, so every reset of this call happened before
- *      any claim of it: each rank stores before its release, each claimer reads after its acquire), a rank loads
- *      the word and, while its epoch is e and its piece n is below the call's count, swaps it for (e, n+1) with a
- *      compare-and-swap; the swap that succeeds takes piece n. Every piece below the count is taken exactly once
- *      (one successful swap per value of n), and each rank asks until it finds none left, so when every rank has
- *      stopped, every piece has been reduced, once.
- *   3. closing round: a rank publishes it after its last piece (streamed stores end with a store fence), and no
- *      rank returns before every rank has published it: all outputs are written, and nobody claims any more.
+ * All-reduce: pieces claimed from shared counters. The message is cut into pieces of 128 KiB (a multiple of the
+ * element size; the last one shorter), and the pieces into p blocks (block r: pieces [P*r/p, P*(r+1)/p), the share
+ * rank r had when the shares were fixed). Rank r takes the pieces of its own block from the front, one at a time,
+ * then the pieces left in the other blocks from the back (blocks r+1, r+2, ... in turn); it reduces each piece from
+ * every rank's input and writes it into every rank's output. A rank that copies faster (the two ranks' copies differ
+ * by up to 30% here: docs/performance.md) takes pieces of the slower one's block instead of waiting for it in the
+ * closing round, and each rank keeps touching the same part of the buffers from call to call while the ranks keep
+ * pace (a single shared counter that dealt out the pieces in turn was slower than fixed shares in this session's
+ * quiet run, 2891 against 1967 us at 16 MiB: the pieces a rank touched changed every call; docs/performance.md).
+ * Block r's counter is one 64-bit word in rank r's arena region (Arena::claimWord(r)): the call's epoch (the low 16
+ * bits of the arena round number of the call's address round, the same on every rank), the block's front and back
+ * (24 bits each: the pieces [front, back) are left). Per call (shm_single_copy.cc runs the rounds):
+ *   1. reset: before it publishes its address round (arena round e), every rank whose buffers are registered stores
+ *      (e, 0, its block's size) into its own word.
+ *   2. claim: after the address round (every rank has published e, so every reset of this call happened before any
+ *      claim of it: each rank stores before its release, each claimer reads after its acquire), a rank loads a
+ *      word and, while its epoch is e and front < back, swaps it with a compare-and-swap for (e, front+1, back)
+ *      (own block: takes piece front) or (e, front, back-1) (another block: takes piece back-1). Front and back move
+ *      in one word, so they never cross: every piece of a block is taken exactly once. A block found empty stays
+ *      empty during the call, and a rank stops once every block was empty, so when every rank has stopped, every
+ *      piece has been reduced, once.
+ *   3. closing round: a rank publishes it after its last piece (streamed stores end with a store fence), and no rank
+ *      returns before every rank has published it: all outputs are written, and nobody claims any more.
  * Why a late rank never takes a piece of the next call: a rank claims in call k+1 only after every rank published
  * k+1's address round, and a rank publishes it only after it left call k, so claims of two calls never overlap
  * while the ranks keep in step. If a rank leaves call k on an error (its range check failed; the peers' checks
- * passed) and resets the word for k+1 while a peer still claims in k, the peer's next swap fails or finds the epoch
- * of k+1 and it stops taking pieces (its call then fails at the closing round, which the other rank never
- * publishes). The reset makes the word belong to the new call whatever an earlier call left in it, so the 32-bit
- * epoch's wrap does not matter (a false match would need a rank stuck 2^32 arena rounds behind its peers, who cannot
- * pass a round without it). Memory safety does not rest on the counter: every rank checked every peer's whole input
- * and output against what that peer published before the first claim, and a piece is never past the call's count.
+ * passed) and resets its word for k+1 while a peer still claims in k, the peer's next swap on that word fails or
+ * finds the epoch of k+1, and it takes nothing more from that block (its call then fails at the closing round,
+ * which the other rank never publishes). The owner's reset makes the word belong to the new call whatever an
+ * earlier call left in it, so the 16-bit epoch's wrap does not matter (a false match would need a rank 65536 arena
+ * rounds behind its peers, who cannot pass a round without it). Memory safety does not rest on the counters: every
+ * rank checked every peer's whole input and output against what that peer published before the first claim, and a
+ * piece is never past the call's count.
  * In place: piece x of a rank's output is its input's piece x; only the rank that took x reads or writes piece x of
  * any buffer, and it reads every input's piece x before it writes any output's.
  */
 #include "transports/shm/shm_zero_copy.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -51,10 +58,10 @@ constexpr size_t kZeroCopyPiece = 128 << 10;  // bytes per piece: the reduced pi
 constexpr size_t kStreamMinBytes = size_t{4} << 20;
 
 // Bytes per piece of `bytes` in elements of `elem`: kZeroCopyPiece (whole elements), larger when the message has more
-// than 2^32 - 1 such pieces (the counter's 32 bits).
+// than 2^24 - 1 such pieces (a claim word's 24 bits per side).
 size_t pieceBytes(size_t bytes, size_t elem) {
   size_t piece = std::max(elem, kZeroCopyPiece / elem * elem);
-  constexpr size_t kMaxPieces = 0xffffffffu;
+  constexpr size_t kMaxPieces = 0xffffff;
   if (bytes / piece >= kMaxPieces) piece = (bytes / kMaxPieces + elem) / elem * elem;
   return piece;
 }
@@ -95,22 +102,40 @@ char* scratchOf(size_t piece) {
 
 }  // namespace
 
-void PieceClaims::reset(std::atomic<uint64_t>& word, uint64_t epoch) {
+namespace {
+constexpr uint64_t kSide = 0xffffff;  // front and back of a block: 24 bits each
+uint64_t blockBegin(uint64_t pieces, int r, int p) {
+  return pieces * static_cast<uint64_t>(r) / static_cast<uint64_t>(p);
+}
+}  // namespace
+
+PieceClaims::PieceClaims(std::vector<std::atomic<uint64_t>*> words, int me, uint64_t epoch, uint64_t pieces)
+    : words_(std::move(words)), me_(me), p_(static_cast<int>(words_.size())), tag_(epoch & 0xffff), pieces_(pieces) {}
+
+void PieceClaims::reset(std::atomic<uint64_t>& own, int me, int p, uint64_t epoch, uint64_t pieces) {
   // Relaxed: the rank's release of its address round orders it before every claim of the call (see the top).
-  word.store((epoch & 0xffffffffu) << 32, std::memory_order_relaxed);
+  const uint64_t size = blockBegin(pieces, me + 1, p) - blockBegin(pieces, me, p);
+  own.store((epoch & 0xffff) << 48 | size, std::memory_order_relaxed);
 }
 
 bool PieceClaims::next(uint64_t& piece) {
-  uint64_t w = word_.load(std::memory_order_relaxed);
-  while (true) {
-    if ((w >> 32) != tag_ || (w & 0xffffffffu) >= pieces_) return false;
-    // Relaxed: the claim orders no data (the arena rounds do); the word's own modification order keeps each piece
-    // number taken once.
-    if (word_.compare_exchange_weak(w, w + 1, std::memory_order_relaxed)) {
-      piece = w & 0xffffffffu;
-      return true;
+  for (; k_ < p_; ++k_) {
+    const int b = (me_ + k_) % p_;
+    std::atomic<uint64_t>& word = *words_[b];
+    uint64_t w = word.load(std::memory_order_relaxed);
+    while ((w >> 48) == tag_) {
+      const uint64_t front = (w >> 24) & kSide, back = w & kSide;
+      if (front >= back) break;
+      // Own block from the front, the others' from the back. Relaxed: a claim orders no data (the arena rounds
+      // do); the word's own modification order keeps each piece taken once.
+      const bool own = k_ == 0;
+      if (word.compare_exchange_weak(w, own ? w + (uint64_t{1} << 24) : w - 1, std::memory_order_relaxed)) {
+        piece = blockBegin(pieces_, b, p_) + (own ? front : back - 1);
+        return true;
+      }
     }
   }
+  return false;
 }
 
 uint64_t allReducePieces(const CollCall& call) {

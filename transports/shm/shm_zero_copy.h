@@ -2,9 +2,9 @@
 /// The copies of the single-copy collectives (shm_single_copy.h) when every rank's buffers are registered memory of
 /// hocclMemAlloc (kernels/shared_mem.h, kernels/registrations.h): every rank maps its peers' buffers
 /// (shm_peer_maps.h) and reads and writes them with plain loads and stores, no system call and no bounce buffer.
-///   all-reduce      the ranks take the pieces of the whole message one at a time from a counter they share (the
-///                   faster rank takes more: PieceClaims); each reduces its piece from every rank's input (its own
-///                   first) and writes it, still in cache, into every rank's output (its own included);
+///   all-reduce      rank r takes the pieces of block r of the message one at a time, then those left in the other
+///                   blocks (the faster rank takes more: PieceClaims); each piece is reduced from every rank's input
+///                   (its own first) and written, still in cache, into every rank's output (its own included);
 ///   reduce-scatter  rank r reduces its output block from every rank's input;
 ///   all-gather      rank r copies its own input, a piece at a time, into block r of every rank's output (read once,
 ///                   written p times; pulling every block would read p);
@@ -31,25 +31,27 @@ struct MappedBuffers {
   std::vector<char*> recv;        ///< output of rank q
 };
 
-/// The pieces of one registered all-reduce, handed out one at a time from a word every rank maps (the arena's
-/// claimWord()) to whichever rank asks next; protocol in shm_zero_copy.cc. The word holds the call's epoch (the
-/// arena round number of its address round, low 32 bits) above the number of the next piece (32 bits).
+/// The pieces of one registered all-reduce: block r of them (the static share of rank r) is counted by a word in rank
+/// r's arena region (Arena::claimWord); each rank takes its own block's pieces from the front, then the other
+/// blocks' from the back, so the faster rank takes more. Protocol in shm_zero_copy.cc. A word holds the call's
+/// epoch (the arena round number of its address round, low 16 bits), the block's front and back (24 bits each).
 class PieceClaims {
  public:
-  /// Claims of the call whose address round is arena round `epoch`, among `pieces` pieces (< 2^32).
-  PieceClaims(std::atomic<uint64_t>& word, uint64_t epoch, uint64_t pieces)
-      : word_(word), tag_(epoch & 0xffffffffu), pieces_(pieces) {}
-  /// Before this rank publishes the address round `epoch` of an all-reduce that may run zero copy: the word starts
-  /// over at piece 0 of that call. Every rank does it (they store the same value).
-  static void reset(std::atomic<uint64_t>& word, uint64_t epoch);
-  /// The next unclaimed piece of this call in `piece`; false once every piece is taken, or when the word belongs
-  /// to another call (a peer left this call on an error and started the next: nothing more is taken here).
+  /// Rank `me`'s claims in the call whose address round is arena round `epoch`, among `pieces` pieces (< 2^24);
+  /// words[r] is rank r's claim word.
+  PieceClaims(std::vector<std::atomic<uint64_t>*> words, int me, uint64_t epoch, uint64_t pieces);
+  /// Before rank `me` of `p` publishes the address round `epoch` of an all-reduce of `pieces` pieces that may run
+  /// zero copy: its own word `own` starts over with its whole block.
+  static void reset(std::atomic<uint64_t>& own, int me, int p, uint64_t epoch, uint64_t pieces);
+  /// The next piece this rank takes, in `piece`; false once every block is empty, or belongs to another call (its
+  /// owner left this call on an error and started the next: nothing more is taken from it).
   bool next(uint64_t& piece);
 
  private:
-  std::atomic<uint64_t>& word_;
-  uint64_t tag_;
-  uint64_t pieces_;
+  std::vector<std::atomic<uint64_t>*> words_;
+  int me_, p_;
+  uint64_t tag_, pieces_;
+  int k_ = 0;  // blocks me_, me_+1, ... before this one are empty
 };
 
 /// Runs this rank's part of a registered all-reduce over the mapped buffers (every rank's whole input and output):
