@@ -100,13 +100,13 @@ char* scratchOf(size_t piece) {
   return scratch.data();
 }
 
-}  // namespace
+constexpr uint64_t kSide = 0xffffff;  // front and back of a block in a claim word: 24 bits each
 
-namespace {
-constexpr uint64_t kSide = 0xffffff;  // front and back of a block: 24 bits each
+// First piece of block r of `pieces` among p.
 uint64_t blockBegin(uint64_t pieces, int r, int p) {
   return pieces * static_cast<uint64_t>(r) / static_cast<uint64_t>(p);
 }
+
 }  // namespace
 
 PieceClaims::PieceClaims(std::vector<std::atomic<uint64_t>*> words, int me, uint64_t epoch, uint64_t pieces)
