@@ -141,7 +141,9 @@ void* mapPeerShared(int pid, const SharedRef& ref, std::string* why, int* err) {
                        ref.inode);
     return nullptr;
   }
-  void* base = mmap(nullptr, ref.fileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // Populated now, once per cached mapping: the zero-copy all-reduce hands any piece to any rank, so over its calls
+  // a rank touches every page of a peer's buffers, and faulting them in one at a time inside the calls is slow.
+  void* base = mmap(nullptr, ref.fileBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   *err = errno;
   close(fd);
   if (base == MAP_FAILED) {

@@ -46,6 +46,8 @@ struct CrossMemoryProbe {
   int64_t pid;
   uint64_t address;  // of gProbeWord in that process
 };
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "the piece counter works across processes");
+
 const volatile uint64_t gProbeWord = kArenaMagic;
 
 // Reads peer's probe word through process_vm_readv.

@@ -8,8 +8,11 @@
 ///   line[0..slots-1]   one cache line each: the sequence number of the last operation this rank published in
 ///                      that slot (release store), the stamp of the call it published for (so that readers check
 ///                      they agree on the call before using the payload), then up to kArenaInlineBytes of payload
+///   claim              one cache line: the counter of the rank's block of the registered all-reduce's pieces
+///                      (shm_zero_copy.h: PieceClaims), the one word of a region that other ranks write too
 ///   data[0..slots-1]   maxBytes each, for payloads that do not fit in the line
-/// A rank writes only its own region and reads everybody's. Small payloads cost a reader one cache-line transfer.
+/// A rank writes only its own region (and the other ranks' claim words) and reads everybody's. Small payloads cost a reader one
+/// cache-line transfer.
 #pragma once
 
 #include <atomic>
@@ -81,6 +84,9 @@ class Arena {
     return bytes <= kArenaInlineBytes ? region(r)->lines[s % kArenaSlots].inlineData
                                       : reinterpret_cast<char*>(region(r) + 1) + (s % kArenaSlots) * maxBytes_;
   }
+  /// Rank r's claim word: the counter of block r of the registered all-reduce's pieces (PieceClaims in
+  /// shm_zero_copy.h), which every rank may take pieces from. Zero in a fresh arena.
+  std::atomic<uint64_t>& claimWord(int r) const { return region(r)->claim; }
   /// True when every rank can read and write every other rank's memory (process_vm_readv/writev were probed at
   /// connect on every pair, and all ranks agreed): the single-copy collectives of shm_single_copy.h may run.
   bool crossMemory() const { return crossMemory_; }
@@ -92,6 +98,8 @@ class Arena {
  private:
   struct Region {
     ArenaLine lines[kArenaSlots];
+    alignas(64) std::atomic<uint64_t> claim;
+    char pad[64 - sizeof(std::atomic<uint64_t>)];
   };
   Arena(std::string name, void* base, size_t bytes, size_t maxBytes, size_t regionBytes);
   Region* region(int r) const { return reinterpret_cast<Region*>(regions_ + static_cast<size_t>(r) * regionBytes_); }

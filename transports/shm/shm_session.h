@@ -88,6 +88,8 @@ class Exchange {
   const char* payloadOf(int r) const { return session_.arena().payload(r, seq_, bytes_); }
   /// Payload size of every publisher.
   size_t bytes() const { return bytes_; }
+  /// This round's number (the same on every rank).
+  uint64_t seq() const { return seq_; }
 
  private:
   bool needs(int r) const { return r != session_.rank() && (needsAll_ || r == only_); }

@@ -10,7 +10,9 @@
  *   all-reduce      the count is cut into p blocks; rank r pulls block r of every peer's input, a piece of 256 KiB
  *                   at a time into a private cache-resident buffer, reduces it with its own input straight into
  *                   its output, and pushes the finished piece, still in cache, into every peer's output
- *                   (process_vm_writev). Per rank 2(p-1)/p of the message crosses, once each.
+ *                   (process_vm_writev). Per rank 2(p-1)/p of the message crosses, once each. (Zero copy
+ *                   instead hands the pieces of the whole message to whichever rank asks first, from a counter in
+ *                   the arena that every rank resets before it publishes its address round: shm_zero_copy.cc.)
  *   reduce-scatter  all-reduce without the push, on the peers' blocks r.
  *   all-gather      each rank copies its own block locally and pulls every other block from its owner's input
  *                   (zero copy pushes instead: each rank copies its block into every rank's output, shm_zero_copy.h).
@@ -83,6 +85,7 @@ class SingleCopyOp final : public ShortcutOp {
   void copyPhase();
   void reducePhase();
   bool allRegistered() const;
+  bool mayClaim() const;
   void zeroCopyPhase();
   void allToAllPhase(const MappedBuffers* mapped);
   void finishStaged();
@@ -95,6 +98,7 @@ class SingleCopyOp final : public ShortcutOp {
   std::unique_ptr<Exchange> exchange_;
   std::vector<Buffers> peer_;       // every rank's buffers, from the address round
   std::unique_ptr<char[]> staged_;  // in-place all-to-all: the peers' blocks, in rank order without this rank's own
+  uint64_t addressSeq_ = 0;         // the arena round of the address round: the epoch of the all-reduce's claims
 };
 
 // True when the call's input and output overlap on this rank (an in-place all-to-all stages its pulls).
@@ -114,6 +118,11 @@ bool SingleCopyOp::poll() {
                     describeShared(s_.ctx().registrations, call_.sendbuf, in),
                     describeShared(s_.ctx().registrations, call_.recvbuf, out)};
     exchange_ = std::make_unique<Exchange>(s_, call_, Protocol::CopyAddresses, &mine_, publishedBytes(), true);
+    addressSeq_ = exchange_->seq();
+    // Before publishing (the exchange publishes in poll): the zero-copy all-reduce's counter starts over for this
+    // call (protocol in shm_zero_copy.cc).
+    if (mayClaim())
+      PieceClaims::reset(s_.arena().claimWord(s_.rank()), s_.rank(), n, addressSeq_, allReducePieces(call_));
   }
   if (!exchange_->poll()) return false;
   if (copied_) {  // round 2 is over: nobody touches this rank's buffers any more
@@ -157,6 +166,11 @@ void SingleCopyOp::checkRanges(bool zeroCopy) const {
     if (q == me) continue;
     switch (call_.coll) {
       case Coll::AllReduce: {
+        if (zeroCopy) {  // any rank may take any piece: every peer's whole input and output
+          requireInside(q, false, 0, bytes);
+          requireInside(q, true, 0, bytes);
+          break;
+        }
         const size_t off = blockBegin(call_.count, me, p) * elem;
         const size_t len = blockBegin(call_.count, me + 1, p) * elem - off;
         requireInside(q, false, off, len);
@@ -179,6 +193,13 @@ void SingleCopyOp::checkRanges(bool zeroCopy) const {
       default: throwInternalError("single copy given a collective it does not implement");
     }
   }
+}
+
+// This rank's buffers are registered and published in full, so the call may run zero copy: an all-reduce then
+// claims pieces.
+bool SingleCopyOp::mayClaim() const {
+  return call_.coll == Coll::AllReduce && publishedBytes() >= kFullBuffers && mine_.recvShared.fd >= 0 &&
+         (!mine_.send || mine_.sendShared.fd >= 0);
 }
 
 bool SingleCopyOp::allRegistered() const {
@@ -208,17 +229,22 @@ void SingleCopyOp::zeroCopyPhase() {
     if (writesOutput) mb.recv[q] = maps_.map(q, b.recvShared, b.recv, b.recvBytes, who);
   }
   if (call_.coll == Coll::AlltoAll) return allToAllPhase(&mb);
-  zeroCopyRun(call_, me, p, mb);
+  size_t claimed = 0;
+  if (call_.coll == Coll::AllReduce) {
+    std::vector<std::atomic<uint64_t>*> words(p);
+    for (int r = 0; r < p; ++r) words[r] = &s_.arena().claimWord(r);
+    PieceClaims claims(std::move(words), me, addressSeq_, allReducePieces(call_));
+    claimed = zeroCopyAllReduce(call_, me, p, mb, claims);
+  } else {
+    zeroCopyRun(call_, me, p, mb);
+  }
   const size_t elem = elemSize(call_), bytes = call_.count * elem;
   for (int q = 0; q < p; ++q) {  // the bytes each pair moved, as the cross-memory paths count them
     if (q == me) continue;
     switch (call_.coll) {
-      case Coll::AllReduce: {
-        const size_t mineB = (blockBegin(call_.count, me + 1, p) - blockBegin(call_.count, me, p)) * elem;
-        const size_t theirs = (blockBegin(call_.count, q + 1, p) - blockBegin(call_.count, q, p)) * elem;
-        s_.count(q, mineB + theirs, mineB + theirs);
-        break;
-      }
+      // All-reduce: what this rank read from q's input and wrote into q's output, its claimed pieces (which piece
+      // went to which rank is known only here; the counters of all ranks together still balance).
+      case Coll::AllReduce: s_.count(q, claimed, claimed); break;
       case Coll::ReduceScatter:
       case Coll::AllGather: s_.count(q, bytes, bytes); break;
       default:
