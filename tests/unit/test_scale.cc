@@ -573,6 +573,7 @@ TEST_CASE("splitShare: a rank calling the parent while its peer calls the child 
   const int n = 2;
   hocclUniqueId id;
   REQUIRE(hocclGetUniqueId(&id) == hocclSuccess);
+  std::atomic<int> returned{0};  // ranks whose mismatched call returned: none aborts before both have the verdict
   std::string err = firstError(runThreads(n, [&](int r) {
     hocclComm_t comm = nullptr, child = nullptr;
     CALL(hocclCommInitRank(&comm, n, id, r));
@@ -586,6 +587,10 @@ TEST_CASE("splitShare: a rank calling the parent while its peer calls the child 
       const hocclResult_t rc = hocclAllReduce(buf.data(), buf.data(), buf.size(), hocclFloat32, hocclSum,
                                               r == 0 ? comm : child, nullptr);
       const std::string msg = hocclGetLastError(nullptr);
+      ++returned;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (returned < n && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
       expect(rc == hocclInvalidUsage && msg.find("different communicators that share connections") != std::string::npos,
              fmt::format("rank {}: {} ({})", r, hocclGetErrorString(rc), msg));
       expect(buf[0] == 1.0f, "the refused call changed its buffer");
