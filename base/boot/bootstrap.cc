@@ -53,6 +53,9 @@
 
 namespace hoccl::boot {
 
+// kMaxRanks allows 512 bytes a rank: a join entry (JoinMessage and RankInfo, the affinity mask included) must fit.
+static_assert(sizeof(JoinMessage) + sizeof(RankInfo) <= kMaxSlotBytes / kMaxRanks, "a rank's entry outgrew kMaxRanks");
+
 std::string describeRank(const RankInfo& info) {
   std::string host(info.hostname, strnlen(info.hostname, sizeof(info.hostname)));
   return fmt::format("rank {} (host {}, pid {})", info.rank, host.empty() ? "?" : host, info.pid);

@@ -9,11 +9,14 @@
 /// the ranks. The protocol is described at the top of root_server.cc.
 #pragma once
 
+#include <sched.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "hoccl/hoccl.h"
@@ -33,7 +36,12 @@ struct RankInfo {
   char switchId[64] = {};   ///< the switch id string ("" = unknown)
   int32_t numaNode = -1;    ///< NUMA node the rank runs on (hwloc; -1 = unknown): orders the ranks of a host
   int32_t gpuRing = -1;     ///< position of the rank's GPU in its host's GPU ring (topology/gpu_topology.h; -1 = none)
+  /// CPUs the rank may run on (its affinity mask; all online CPUs when the mask cannot be read; empty = unknown). The
+  /// union over a host's ranks gives the host's cores for the tuner (comm/host_cores.h), with no extra round.
+  cpu_set_t cpus = {};
 };
+// RankInfo travels as raw bytes (the join, the plan, the all-gather).
+static_assert(std::is_trivially_copyable_v<RankInfo>, "RankInfo is sent as raw bytes");
 
 /// The decoded contents of a hocclUniqueId.
 struct UniqueId {

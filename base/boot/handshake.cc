@@ -66,7 +66,9 @@ using Nonce = std::array<uint8_t, 32>;
 using Mac = std::array<uint8_t, 32>;
 
 constexpr uint32_t kMagic = 0x48415554;  // "HAUT"
-constexpr uint32_t kVersion = 3;         // 1: the plain hello that carried the secret; 2: no acceptance (step 4)
+// 1: the plain hello that carried the secret; 2: no acceptance (step 4); 3: step 4; 4: the same steps, but the
+// bootstrap join after them carries a larger RankInfo (the affinity mask), so an older rank is refused at its hello.
+constexpr uint32_t kVersion = 4;
 constexpr uint32_t kOk = 0;
 constexpr uint32_t kBadVersion = 1;  // challenge: the hello's version differs from the listener's
 constexpr uint32_t kMismatch = 2;    // finish: the listener's proof did not match the caller's secret

@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "comm/gpu_host.h"
+#include "comm/host_cores.h"
 #include "comm/launcher_env.h"
 #include "comm/one_sided.h"
 #include "comm/proxy.h"
@@ -63,6 +64,7 @@ boot::RankInfo describeSelf(const RankGpu& gpu) {
   self.gpuRing = gpu.place.ringPosition;
   if (!gpu.place.nicName.empty()) topo::setGpuNic(gpu.place.nicName);
   self.switchHash = switchId.empty() ? 0 : topo::hashId(switchId);
+  self.cpus = usableCpuMask();  // every rank gets every mask with the rest: the host's cores (fewestHostCores)
   return self;
 }
 
@@ -72,27 +74,6 @@ int usableCpus() {
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
   return std::max(1, get_nprocs());
-}
-
-// Cores the ranks of each host can run on: the union of their affinity masks, all-gathered (collective), so every
-// rank gets the same answer; the fewest of any host. The tuner prices crowded hosts with it (LinkModel::cores).
-int agreedCoresPerHost(boot::Bootstrap& boot, const topo::Topology& t, int rank, int nranks) {
-  std::vector<cpu_set_t> all(static_cast<size_t>(nranks));
-  cpu_set_t& mine = all[static_cast<size_t>(rank)];
-  CPU_ZERO(&mine);
-  if (sched_getaffinity(0, sizeof(mine), &mine) != 0 || CPU_COUNT(&mine) == 0)
-    for (int c = 0; c < std::min(std::max(1, get_nprocs()), CPU_SETSIZE); ++c) CPU_SET(c, &mine);
-  boot.allGather(all.data(), sizeof(cpu_set_t));
-  std::vector<cpu_set_t> ofHost(static_cast<size_t>(std::max(t.nhosts, 1)));
-  for (cpu_set_t& u : ofHost) CPU_ZERO(&u);
-  for (int r = 0; r < nranks && r < static_cast<int>(t.hostOf.size()); ++r) {
-    cpu_set_t& u = ofHost[static_cast<size_t>(t.hostOf[static_cast<size_t>(r)])];
-    CPU_OR(&u, &u, &all[static_cast<size_t>(r)]);
-  }
-  int fewest = 0;
-  for (const cpu_set_t& u : ofHost)
-    if (CPU_COUNT(&u) > 0) fewest = fewest == 0 ? CPU_COUNT(&u) : std::min(fewest, CPU_COUNT(&u));
-  return fewest;
 }
 
 // The host's runnable threads (/proc/loadavg), or -1 when it cannot be read.
@@ -243,7 +224,7 @@ Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, s
     probing.emplace(*this);
     topology_ = probeTopology(*this);
   }
-  hostCores_ = agreedCoresPerHost(*bootstrap_, topology_, rank, nranks);
+  hostCores_ = fewestHostCores(bootstrap_->ranks(), topology_.hostOf);  // from the masks in RankInfo: no round
   // Link parameters by measurement (HOCCL_TUNE_PROBE=1), agreed on by every rank (comm/tune_probe.h).
   if (tuneProbeWanted(topology_)) {
     if (!probing) probing.emplace(*this);

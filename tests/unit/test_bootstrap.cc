@@ -341,7 +341,7 @@ TEST_CASE("a fake root gets no proof from a rank", "[bootstrap][auth]") {
     net::Fd fd = net::acceptUntil(listener.get(), d);
     std::vector<uint8_t> hello(64);
     net::readAll(fd.get(), hello.data(), hello.size(), d, "fake root");
-    uint32_t head[4] = {0x48415554u, 0, 3, 0};  // magic "HAUT", status ok, version 3
+    uint32_t head[4] = {0x48415554u, 0, 4, 0};  // magic "HAUT", status ok, version 4
     std::vector<uint8_t> challenge(80, 0x5a);
     std::memcpy(challenge.data(), head, sizeof(head));
     net::writeAll(fd.get(), challenge.data(), challenge.size(), d, "fake root");
