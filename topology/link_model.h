@@ -41,12 +41,11 @@ struct LinkModel {
   /// 8-byte all-reduce with every rank of the host, docs/model.md).
   double shmHandoff = 0;
   /// The rate at which one rank copies across processes (the single-copy shortcut), bytes per second, at a core per
-  /// rank. 0 (the default): beta[intra-host] / 2. The copy goes through the kernel (process_vm_readv/writev), which
-  /// pins the peer's pages as it goes: `hoccl-model calibrate` measured 1.1-2.0 GB/s with 2 ranks at once on the
-  /// build machine, where one flow through the shm slots ran at 2.8-4.0 GB/s (docs/model.md). The former default,
-  /// 2 x beta[intra-host], priced the 2-rank all-reduce of 16 MiB at 2.9 ms against 10-11 ms measured, and the
-  /// tuner chose it over a ring of 5-6 ms. `hoccl-model calibrate` measures it (the single-copy all-gather at two
-  /// sizes, every rank at once).
+  /// rank. 0 (the default): 2 x beta[intra-host], since a byte crosses memory once instead of into and out of a slot.
+  /// `hoccl-model calibrate` measures it (the single-copy all-gather at two sizes, every rank at once). One price
+  /// serves two paths that differ by 3-5x: registered buffers copied over mapped memory (near memcpy) and ordinary
+  /// ones through the kernel (process_vm_readv: 1.1-2.0 GB/s measured with 2 ranks); the choice has to be made
+  /// before the ranks know whether all of them registered (docs/model.md, run n: the known mispricing).
   double shmCopy = 0;
   /// The rate at which one rank reduces a piece it pulled from a peer into its output (the single-copy shortcut's
   /// all-reduce and reduce-scatter), bytes per second, at a core per rank. 0 (the default): beta[self].
@@ -58,8 +57,8 @@ struct LinkModel {
   int cores = 0;
   /// The arena hand-off: shmHandoff, or alpha[intra-host] when it is 0.
   double handoff() const { return shmHandoff > 0 ? shmHandoff : alpha[hocclLinkIntraHost]; }
-  /// The cross-process copy rate: shmCopy, or beta[intra-host] / 2 when it is 0.
-  double crossCopy() const { return shmCopy > 0 ? shmCopy : beta[hocclLinkIntraHost] / 2; }
+  /// The cross-process copy rate: shmCopy, or 2 x beta[intra-host] when it is 0.
+  double crossCopy() const { return shmCopy > 0 ? shmCopy : 2 * beta[hocclLinkIntraHost]; }
   /// The single copy's reduction rate: shmReduce, or beta[self] when it is 0.
   double reduceRate() const { return shmReduce > 0 ? shmReduce : beta[hocclLinkSelf]; }
   /// Ranks per core on a host of `ranksOnHost` ranks: max(1, ranksOnHost / cores); 1 when cores is 0.

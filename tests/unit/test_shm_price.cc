@@ -87,7 +87,7 @@ TEST_CASE("the shm prices by hand, at a core per rank", "[cost][shm]") {
   // The derived defaults: hand-off = intra-host latency, copy = 2 x intra-host rate, reduce = beta[self].
   topo::LinkModel d;
   CHECK(d.handoff() == d.alpha[hocclLinkIntraHost]);
-  CHECK(d.crossCopy() == d.beta[hocclLinkIntraHost] / 2);
+  CHECK(d.crossCopy() == 2 * d.beta[hocclLinkIntraHost]);
   CHECK(d.reduceRate() == d.beta[hocclLinkSelf]);
 }
 
