@@ -68,6 +68,16 @@ std::vector<Seen> pinnedRanks(int n, Fn fn) {
   return seen;
 }
 
+// Every rank saw every rank's one-CPU mask, and the tuner's model one core per host.
+void checkPinned(const std::vector<Seen>& seen) {
+  for (size_t r = 0; r < seen.size(); ++r) {
+    INFO("rank " << r);
+    CHECK(seen[r].error.empty());
+    CHECK(seen[r].onePinned == static_cast<int>(seen.size()));
+    CHECK(seen[r].cores == 1);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("the cores per host are the union of each host's masks, the fewest of any host", "[cores]") {
@@ -126,14 +136,8 @@ TEST_CASE("ranks pinned to one CPU carry that mask in their RankInfo through ini
       hocclCommDestroy(comm);
       return s;
     });
-    for (int r = 0; r < n; ++r) {
-      INFO("rank " << r);
-      CHECK(seen[r].error.empty());
-      CHECK(seen[r].onePinned == n);
-      CHECK(seen[r].cores == 1);
-      CHECK(child[r].onePinned == n);
-      CHECK(child[r].cores == 1);
-    }
+    checkPinned(seen);
+    checkPinned(child);
   }
   SECTION("a scalable init (one id per rank)") {
     hocclUniqueId ids[2];
@@ -147,11 +151,6 @@ TEST_CASE("ranks pinned to one CPU carry that mask in their RankInfo through ini
       hocclCommDestroy(comm);
       return s;
     });
-    for (int r = 0; r < n; ++r) {
-      INFO("rank " << r);
-      CHECK(seen[r].error.empty());
-      CHECK(seen[r].onePinned == n);
-      CHECK(seen[r].cores == 1);
-    }
+    checkPinned(seen);
   }
 }
