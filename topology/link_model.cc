@@ -64,7 +64,8 @@ LinkModel LinkModel::crowded(int ranksOnHost) const {
   LinkModel m = *this;
   const double f = crowding(ranksOnHost);
   m.shmHandoff = handoff() * f;
-  m.shmCopy = crossCopy() / f;
+  m.shmCopy = kernelCopy() / f;
+  m.shmMappedCopy = mappedCopy() / f;
   m.shmReduce = reduceRate() / f;
   m.cores = 0;
   if (f == 1.0) return m;
@@ -84,8 +85,10 @@ std::string LinkModel::describe() const {
            (step[c] > 0 ? fmt::format(" + {:.1f} us/step", step[c] * 1e6) : std::string());
   return out + fmt::format(", NIC {:.2f} GB/s, spine uplink {:.3f} GB/s", nic / 1e9, spine / 1e9) +
          (spineBurst > 0 ? fmt::format(" with a {:.0f} kB burst", spineBurst / 1e3) : std::string()) +
-         fmt::format(", shm hand-off {:.2f} us, cross copy {:.2f} GB/s, reduce {:.2f} GB/s", handoff() * 1e6,
-                     crossCopy() / 1e9, reduceRate() / 1e9) +
+         fmt::format(
+             ", shm hand-off {:.2f} us, copy {:.2f} GB/s through the kernel and {:.2f} GB/s over "
+             "mappings, reduce {:.2f} GB/s",
+             handoff() * 1e6, kernelCopy() / 1e9, mappedCopy() / 1e9, reduceRate() / 1e9) +
          (cores > 0 ? fmt::format(", {} cores per host", cores) : std::string());
 }
 
@@ -102,6 +105,7 @@ std::string LinkModel::toJson(const std::string& source) const {
   j["spine_burst_bytes"] = spineBurst;
   j["shm"]["handoff_us"] = shmHandoff * 1e6;
   j["shm"]["copy_GBps"] = shmCopy / 1e9;
+  j["shm"]["mapped_copy_GBps"] = shmMappedCopy / 1e9;
   j["shm"]["reduce_GBps"] = shmReduce / 1e9;
   j["cores_per_host"] = cores;
   j["source"] = source;
@@ -156,11 +160,13 @@ LinkModel LinkModel::fromJson(const std::string& text, const std::string& origin
     for (const auto& [key, v] : shm.items()) {
       if (key == "handoff_us") m.shmHandoff = nonNegative(v, "shm.handoff_us") * 1e-6;
       else if (key == "copy_GBps") m.shmCopy = nonNegative(v, "shm.copy_GBps") * 1e9;
+      else if (key == "mapped_copy_GBps") m.shmMappedCopy = nonNegative(v, "shm.mapped_copy_GBps") * 1e9;
       else if (key == "reduce_GBps") m.shmReduce = nonNegative(v, "shm.reduce_GBps") * 1e9;
       else
-        throwInvalidArgument(fmt::format(
-            "cost model file {}: unknown key '{}' in shm (valid: handoff_us, copy_GBps, reduce_GBps; 0 derives them)",
-            origin, key));
+        throwInvalidArgument(
+            fmt::format("cost model file {}: unknown key '{}' in shm (valid: handoff_us, copy_GBps, mapped_copy_GBps, "
+                        "reduce_GBps; 0 derives them)",
+                        origin, key));
     }
   }
   if (j.contains("cores_per_host")) {

@@ -40,13 +40,17 @@ struct LinkModel {
   /// the same cache-line round trip as an 8-byte message. `hoccl-model calibrate` measures it (the small shortcut's
   /// 8-byte all-reduce with every rank of the host, docs/model.md).
   double shmHandoff = 0;
-  /// The rate at which one rank copies across processes (the single-copy shortcut), bytes per second, at a core per
-  /// rank. 0 (the default): 2 x beta[intra-host], since a byte crosses memory once instead of into and out of a slot.
-  /// `hoccl-model calibrate` measures it (the single-copy all-gather at two sizes, every rank at once). One price
-  /// serves two paths that differ by 3-5x: registered buffers copied over mapped memory (near memcpy) and ordinary
-  /// ones through the kernel (process_vm_readv: 1.1-2.0 GB/s measured with 2 ranks); the choice has to be made
-  /// before the ranks know whether all of them registered (docs/model.md, run n: the known mispricing).
+  /// The rate at which one rank copies across processes through the kernel (the single-copy shortcut on ordinary
+  /// buffers: process_vm_readv/writev), bytes per second, at a core per rank. 0 (the default): beta[intra-host] / 2,
+  /// since the kernel copies page by page at about half the speed of a plain copy (measured 1.1-2.0 GB/s with 2
+  /// ranks against 4.0 GB/s for the intra-host link, docs/model.md). `hoccl-model calibrate` measures it (the
+  /// single-copy all-gather at two sizes on ordinary buffers, every rank at once).
   double shmCopy = 0;
+  /// The rate at which one rank copies across processes over mapped memory (the single-copy shortcut when every
+  /// rank's buffers are registered hocclMemAlloc memory: plain loads and stores), bytes per second, at a core per
+  /// rank. 0 (the default): 2 x beta[intra-host], since a byte crosses memory once instead of into and out of a slot.
+  /// `hoccl-model calibrate` measures it (the same all-gather on registered buffers).
+  double shmMappedCopy = 0;
   /// The rate at which one rank reduces a piece it pulled from a peer into its output (the single-copy shortcut's
   /// all-reduce and reduce-scatter), bytes per second, at a core per rank. 0 (the default): beta[self].
   /// `hoccl-model calibrate` measures it (the single-copy reduce-scatter, against the copy rate above).
@@ -57,8 +61,10 @@ struct LinkModel {
   int cores = 0;
   /// The arena hand-off: shmHandoff, or alpha[intra-host] when it is 0.
   double handoff() const { return shmHandoff > 0 ? shmHandoff : alpha[hocclLinkIntraHost]; }
-  /// The cross-process copy rate: shmCopy, or 2 x beta[intra-host] when it is 0.
-  double crossCopy() const { return shmCopy > 0 ? shmCopy : 2 * beta[hocclLinkIntraHost]; }
+  /// The cross-process copy rate through the kernel: shmCopy, or beta[intra-host] / 2 when it is 0.
+  double kernelCopy() const { return shmCopy > 0 ? shmCopy : beta[hocclLinkIntraHost] / 2; }
+  /// The cross-process copy rate over mapped memory: shmMappedCopy, or 2 x beta[intra-host] when it is 0.
+  double mappedCopy() const { return shmMappedCopy > 0 ? shmMappedCopy : 2 * beta[hocclLinkIntraHost]; }
   /// The single copy's reduction rate: shmReduce, or beta[self] when it is 0.
   double reduceRate() const { return shmReduce > 0 ? shmReduce : beta[hocclLinkSelf]; }
   /// Ranks per core on a host of `ranksOnHost` ranks: max(1, ranksOnHost / cores); 1 when cores is 0.

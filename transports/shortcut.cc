@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "base/error.h"
+
 namespace hoccl::transport {
 namespace {
 
@@ -20,6 +22,11 @@ const char* builtinOpName(hocclRedOp_t op) {
 bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter; }
 
 }  // namespace
+
+std::unique_ptr<ShortcutOp> Shortcut::startIfRegistered(const CollCall& call) {
+  throwInternalError(fmt::format("shortcut {} has no path for registered buffers, yet {} was started on one", name(),
+                                 describeCall(call)));
+}
 
 std::string describeCall(const CollCall& call) {
   return fmt::format("{}(count={}, {}{}{})", collName(call.coll), call.count, kernels::typeName(call.dtype),

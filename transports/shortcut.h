@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,10 @@ class ShortcutOp {
   virtual bool poll() = 0;
   /// The peers it waits for now, for messages ("nobody" when none).
   virtual std::string missing() const = 0;
+  /// After poll() returned true, for an op of Shortcut::startIfRegistered: true when some rank's buffers were not
+  /// registered, so the op ended after agreeing on that (the same answer on every rank) without touching any
+  /// peer's memory, and the call is still to be run another way.
+  virtual bool declined() const { return false; }
 };
 
 /// A way a transport runs whole collectives on one communicator.
@@ -81,10 +86,22 @@ class Shortcut {
   /// Whether it can run `call` (collective, op, memory kinds, size within its operating range). The same answer on
   /// every rank for the same call.
   virtual bool canRun(const CollCall& call) const = 0;
-  /// Predicted seconds for `call` with the link parameters `model` (the tuner compares it with schedules).
+  /// Predicted seconds for `call` with the link parameters `model` (the tuner compares it with schedules), on
+  /// ordinary buffers.
   virtual double predictSeconds(const CollCall& call, const topo::LinkModel& model) const = 0;
+  /// When buffers registered on every rank take a path of their own (shm single copy: over mappings instead of
+  /// through the kernel), its predicted seconds for `call`; nullopt (the default) when registration changes nothing.
+  /// The tuner may then choose "this shortcut if every rank registered, else a schedule" (algo/tuner.h).
+  virtual std::optional<double> predictRegisteredSeconds(const CollCall& /*call*/,
+                                                         const topo::LinkModel& /*model*/) const {
+    return std::nullopt;
+  }
   /// Starts `call` (canRun was true). The call's buffers must stay valid until the op is done.
   virtual std::unique_ptr<ShortcutOp> start(const CollCall& call) = 0;
+  /// Starts `call` (canRun was true, predictRegisteredSeconds not nullopt) on condition that every rank's buffers
+  /// are registered, which its first round establishes the same on every rank: otherwise the op ends there,
+  /// declined(), having touched no peer's memory. Default: an internal error (no registered path).
+  virtual std::unique_ptr<ShortcutOp> startIfRegistered(const CollCall& call);
   /// Runs `call` to completion on this thread, pausing with `backoff` between fruitless polls. The default starts an
   /// op and polls it; a shortcut may override it to keep its op on the stack (no allocation per call).
   virtual void run(const CollCall& call, Backoff& backoff) {

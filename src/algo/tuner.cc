@@ -48,8 +48,8 @@ uint64_t topologyHash(const topo::Topology& t) {
 std::string modelKey(const topo::LinkModel& m) {
   std::string k;
   for (int c = 0; c < hocclNumLinkClasses; ++c) k += fmt::format("{},{},{},", m.alpha[c], m.beta[c], m.step[c]);
-  return k + fmt::format("{},{},{},{},{},{},{}", m.nic, m.spine, m.spineBurst, m.shmHandoff, m.shmCopy, m.shmReduce,
-                         m.cores);
+  return k + fmt::format("{},{},{},{},{},{},{},{}", m.nic, m.spine, m.spineBurst, m.shmHandoff, m.shmCopy,
+                         m.shmMappedCopy, m.shmReduce, m.cores);
 }
 
 // Read at every decision (decisions are cached per call shape by the communicator, tune() per shape here).
@@ -196,9 +196,22 @@ Choice decide(const transport::CollCall& call, const sched::CollArgs& args, cons
     if (best.shortcut ? seconds < best.seconds : (best.seconds == 0 || seconds <= best.seconds))
       best = Choice{s.get(), nullptr, seconds, args.chunkCount};
   }
+  // Registered buffers: a shortcut's own path for them may beat the schedule that ordinary buffers get.
+  for (const auto& s : shortcuts) {
+    if (!best.algorithm || best.seconds == 0 || !s->canRun(call)) continue;
+    const std::optional<double> seconds = s->predictRegisteredSeconds(call, model);
+    if (!seconds) continue;
+    report += fmt::format(" {} (registered)={:.1f}us", s->name(), *seconds * 1e6);
+    if (*seconds < best.seconds && (!best.ifRegistered || *seconds < best.registeredSeconds)) {
+      best.ifRegistered = s.get();
+      best.registeredSeconds = *seconds;
+    }
+  }
   if (!report.empty())
-    HOCCL_INFO(kTuning, "{} count {} x {} B on {} ranks: shortcuts{} -> {}", sched::collName(args.coll), args.count,
-               elemSize, args.nranks, report, best.name());
+    HOCCL_INFO(kTuning, "{} count {} x {} B on {} ranks: shortcuts{} -> {}{}", sched::collName(args.coll), args.count,
+               elemSize, args.nranks, report, best.name(),
+               best.ifRegistered ? fmt::format(", {} where every rank registered", best.ifRegistered->name())
+                                 : std::string());
   return best;
 }
 

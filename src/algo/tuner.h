@@ -20,6 +20,11 @@ struct Choice {
   double seconds = 0;                       ///< predicted time (0 when the cost model was not consulted)
   size_t chunkCount =
       0;  ///< pipelining chunk (elements) the schedule is made with; 0: the call's own (args.chunkCount)
+  /// With an algorithm: a shortcut that runs the call instead when every rank's buffers turn out registered (its
+  /// first round establishes that, the same on every rank: Shortcut::startIfRegistered); null when none is
+  /// predicted faster than the algorithm on registered buffers.
+  transport::Shortcut* ifRegistered = nullptr;
+  double registeredSeconds = 0;  ///< ifRegistered's predicted time on registered buffers
   /// The name of what was chosen ("small", "single_copy", "ring", ...).
   const char* name() const { return shortcut ? shortcut->name() : algorithm->name; }
 };
@@ -58,8 +63,11 @@ topo::Prediction predictAlgorithm(const Algorithm& alg, const sched::CollArgs& a
 /// HOCCL_CHUNK_SIZE is set, which forces args.chunkCount. HOCCL_ALGO naming an algorithm forces it (shortcuts are
 /// not considered; its chunk is still chosen); naming a shortcut forces it where it can run (else the schedules
 /// compete); otherwise every shortcut that can run and the
-/// best schedule are compared by predicted time, with `model` (the communicator's probed model, comm/tune_probe.h)
-/// or, when it is null, topo::LinkModel::fromParams(). The same inputs give the same choice on every rank.
+/// best schedule are compared by predicted time on ordinary buffers, with `model` (the communicator's probed model,
+/// comm/tune_probe.h) or, when it is null, topo::LinkModel::fromParams(). When a schedule wins and a shortcut's path
+/// for registered buffers (Shortcut::predictRegisteredSeconds) is predicted faster still, it becomes the choice's
+/// ifRegistered: whether every rank registered is known only at run time, and a rank knows only its own buffers.
+/// The same inputs give the same choice on every rank.
 Choice decide(const transport::CollCall& call, const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
               const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts,
               const topo::LinkModel* model = nullptr);

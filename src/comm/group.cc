@@ -244,7 +244,8 @@ float groupSimulatedSeconds() {
     const Resolved r = resolve(op);
     const algo::Choice& choice = r.decision->choice;
     if (choice.shortcut) seconds += choice.shortcut->predictSeconds(r.call, model);
-    else
+    else  // with a shortcut for registered buffers (choice.ifRegistered) too: what ordinary buffers run; whether
+          // every rank registered is known only when the call runs
       seconds += algo::predictAlgorithm(*choice.algorithm, r.args, topology, elem,
                                         model.crowded(algo::maxRanksPerHost(topology)))
                      .seconds;

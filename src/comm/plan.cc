@@ -6,6 +6,7 @@
 #include "algo/registry.h"
 #include "comm/call_check.h"
 #include "comm/host_level_plan.h"
+#include "comm/registered_plan.h"
 #include "comm/redop.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -93,7 +94,9 @@ Planned planCollective(const Op& op, const Resolved& r) {
     const kernels::MemoryOps* mem = p.task.binding.mem;
     p.task.after = [out, n, dt, divisor, mem]() { mem->divide(out, n, dt, divisor); };
   }
-  attachHostLevel(p.task, op, r);  // HO-Ring's host level on mapped memory, when the host agrees
+  // HO-Ring's host level on mapped memory, when the host agrees; or a shortcut for registered buffers, when every
+  // rank registered (one host: no host level then).
+  if (!attachHostLevel(p.task, op, r)) attachRegisteredShortcut(p.task, r);
   return p;
 }
 

@@ -29,7 +29,7 @@ transport::CollCall callOf(Coll coll, size_t count) {
   return c;
 }
 
-// A model with round numbers: hand-off 1 us, copy 5 GB/s, reduce 2 GB/s.
+// A model with round numbers: hand-off 1 us, copy 5 GB/s through the kernel and 9 GB/s over mappings, reduce 2 GB/s.
 topo::LinkModel calibrated(int cores) {
   topo::LinkModel m;
   m.alpha[hocclLinkIntraHost] = 1e-6;
@@ -37,6 +37,7 @@ topo::LinkModel calibrated(int cores) {
   m.beta[hocclLinkSelf] = 8e9;
   m.shmHandoff = 1e-6;
   m.shmCopy = 5e9;
+  m.shmMappedCopy = 9e9;
   m.shmReduce = 2e9;
   m.cores = cores;
   return m;
@@ -52,7 +53,13 @@ class ShmPriced final : public transport::Shortcut {
     return small_ ? bytes <= 2048 : bytes >= (size_t{256} << 10);
   }
   double predictSeconds(const transport::CollCall& c, const topo::LinkModel& m) const override {
-    return small_ ? transport::shm::smallSeconds(c, nranks_, m) : transport::shm::singleCopySeconds(c, nranks_, m);
+    return small_ ? transport::shm::smallSeconds(c, nranks_, m)
+                  : transport::shm::singleCopySeconds(c, nranks_, m, false);
+  }
+  std::optional<double> predictRegisteredSeconds(const transport::CollCall& c,
+                                                 const topo::LinkModel& m) const override {
+    if (small_) return std::nullopt;
+    return transport::shm::singleCopySeconds(c, nranks_, m, true);
   }
   std::unique_ptr<transport::ShortcutOp> start(const transport::CollCall&) override { return nullptr; }
 
@@ -61,16 +68,22 @@ class ShmPriced final : public transport::Shortcut {
   int nranks_;
 };
 
-// The name of what the tuner chooses for an all-reduce of `bytes` on one host of `nranks` ranks.
-std::string decideOn(int nranks, size_t bytes, const topo::LinkModel& m) {
+// What the tuner chooses for an all-reduce of `bytes` on one host of `nranks` ranks.
+algo::Choice choiceOn(int nranks, size_t bytes, const topo::LinkModel& m) {
+  static std::vector<std::unique_ptr<transport::Shortcut>> kept;  // a choice points at its shortcuts
   const topo::Topology one = topo::fromShape(1, 1, nranks);
   std::vector<std::unique_ptr<transport::Shortcut>> shortcuts;
   shortcuts.push_back(std::make_unique<ShmPriced>(true, nranks));
   shortcuts.push_back(std::make_unique<ShmPriced>(false, nranks));
   const size_t count = bytes / 4;
   sched::CollArgs args{Coll::AllReduce, 0, nranks, count, 0, 1 << 18};
-  return algo::decide(callOf(Coll::AllReduce, count), args, one, 4, shortcuts, &m).name();
+  const algo::Choice c = algo::decide(callOf(Coll::AllReduce, count), args, one, 4, shortcuts, &m);
+  for (auto& s : shortcuts) kept.push_back(std::move(s));
+  return c;
 }
+
+// The name of what the tuner chooses for an all-reduce of `bytes` on one host of `nranks` ranks.
+std::string decideOn(int nranks, size_t bytes, const topo::LinkModel& m) { return choiceOn(nranks, bytes, m).name(); }
 
 }  // namespace
 
@@ -80,14 +93,25 @@ TEST_CASE("the shm prices by hand, at a core per rank", "[cost][shm]") {
   CHECK(transport::shm::smallSeconds(callOf(Coll::AllReduce, 16), 8, m) == Approx(1e-6 + 8 * 64 / 8e9));
   // single copy, all-reduce of 2 MiB on 4 ranks: 2 hand-offs, 2 x 3/4 of it crossing at 5 GB/s, 3/4 reduced at 2.
   const double b = 2 << 20;
-  CHECK(transport::shm::singleCopySeconds(callOf(Coll::AllReduce, (2 << 20) / 4), 4, m) ==
+  CHECK(transport::shm::singleCopySeconds(callOf(Coll::AllReduce, (2 << 20) / 4), 4, m, false) ==
         Approx(2e-6 + 1.5 * b / 5e9 + 0.75 * b / 2e9));
   // all-gather: (p-1) blocks cross, nothing is reduced.
-  CHECK(transport::shm::singleCopySeconds(callOf(Coll::AllGather, (2 << 20) / 4), 4, m) == Approx(2e-6 + 3 * b / 5e9));
-  // The derived defaults: hand-off = intra-host latency, copy = 2 x intra-host rate, reduce = beta[self].
+  CHECK(transport::shm::singleCopySeconds(callOf(Coll::AllGather, (2 << 20) / 4), 4, m, false) ==
+        Approx(2e-6 + 3 * b / 5e9));
+  // Registered everywhere: over mappings at 9 GB/s, and the reduction reads the peers' inputs where they lie (no
+  // pull): an all-reduce's crossing is its push, a reduce-scatter's nothing, an all-gather's the same.
+  CHECK(transport::shm::singleCopySeconds(callOf(Coll::AllReduce, (2 << 20) / 4), 4, m, true) ==
+        Approx(2e-6 + 0.75 * b / 9e9 + 0.75 * b / 2e9));
+  CHECK(transport::shm::singleCopySeconds(callOf(Coll::ReduceScatter, (2 << 20) / 4), 4, m, true) ==
+        Approx(2e-6 + 3 * b / 2e9));
+  CHECK(transport::shm::singleCopySeconds(callOf(Coll::AllGather, (2 << 20) / 4), 4, m, true) ==
+        Approx(2e-6 + 3 * b / 9e9));
+  // The derived defaults: hand-off = intra-host latency, copy through the kernel = half the intra-host rate and over
+  // mappings twice it, reduce = beta[self].
   topo::LinkModel d;
   CHECK(d.handoff() == d.alpha[hocclLinkIntraHost]);
-  CHECK(d.crossCopy() == 2 * d.beta[hocclLinkIntraHost]);
+  CHECK(d.kernelCopy() == d.beta[hocclLinkIntraHost] / 2);
+  CHECK(d.mappedCopy() == 2 * d.beta[hocclLinkIntraHost]);
   CHECK(d.reduceRate() == d.beta[hocclLinkSelf]);
 }
 
@@ -105,13 +129,14 @@ TEST_CASE("with more ranks than cores the shm prices rise as modelled", "[cost][
   const topo::LinkModel two = calibrated(2);
   CHECK(transport::shm::roundWaitSeconds(4, two) == 0);
   CHECK(transport::shm::smallSeconds(tiny, 4, two) == Approx(2 * (1e-6 + 4 * 64 / 8e9)));
-  CHECK(transport::shm::singleCopySeconds(big, 4, two) == Approx(2 * (2e-6 + 1.5 * b / 5e9 + 0.75 * b / 2e9)));
+  CHECK(transport::shm::singleCopySeconds(big, 4, two, false) == Approx(2 * (2e-6 + 1.5 * b / 5e9 + 0.75 * b / 2e9)));
+  CHECK(transport::shm::singleCopySeconds(big, 4, two, true) == Approx(2 * (2e-6 + 0.75 * b / 9e9 + 0.75 * b / 2e9)));
   // 8 ranks on 2 cores: four times, and the Block policy's nap once per arena round (small 1, single copy 2).
   const double nap = Backoff(WaitPolicy::Block).blockMicros() * 1e-6;
   CHECK(nap > 0);
   CHECK(transport::shm::roundWaitSeconds(8, two) == Approx(nap));
   CHECK(transport::shm::smallSeconds(tiny, 8, two) == Approx(4 * (1e-6 + 8 * 64 / 8e9) + nap));
-  CHECK(transport::shm::singleCopySeconds(big, 8, two) ==
+  CHECK(transport::shm::singleCopySeconds(big, 8, two, false) ==
         Approx(4 * (2e-6 + 1.75 * b / 5e9 + 0.875 * b / 2e9) + 2 * nap));
 }
 
@@ -149,11 +174,13 @@ TEST_CASE("a crowded host crowds the schedules' predictions alike", "[cost][shm]
 TEST_CASE("a model file round-trips the shm parameters and the cores", "[cost][shm]") {
   topo::LinkModel m = calibrated(2);
   m.shmHandoff = 0.37e-6;
-  m.shmCopy = 6.5e9;
+  m.shmCopy = 1.5e9;
+  m.shmMappedCopy = 6.5e9;
   m.shmReduce = 2.25e9;
   const topo::LinkModel back = topo::LinkModel::fromJson(m.toJson("test"), "round trip");
   CHECK(back.shmHandoff == Approx(m.shmHandoff));
   CHECK(back.shmCopy == Approx(m.shmCopy));
+  CHECK(back.shmMappedCopy == Approx(m.shmMappedCopy));
   CHECK(back.shmReduce == Approx(m.shmReduce));
   CHECK(back.cores == 2);
   // A file from before: derived values, cores unknown.
@@ -171,6 +198,7 @@ TEST_CASE("a model file round-trips the shm parameters and the cores", "[cost][s
     return std::string("no error");
   };
   CHECK_THAT(error(R"({"shm": {"copy_GBps": -1}})"), Catch::Contains("shm.copy_GBps"));
+  CHECK_THAT(error(R"({"shm": {"mapped_copy_GBps": "fast"}})"), Catch::Contains("shm.mapped_copy_GBps"));
   CHECK_THAT(error(R"({"shm": {"copy": 1}})"), Catch::Contains("unknown key 'copy'"));
   CHECK_THAT(error(R"({"shm": 3})"), Catch::Contains("shm must be an object"));
   CHECK_THAT(error(R"({"cores_per_host": 1.5})"), Catch::Contains("cores_per_host"));
@@ -186,13 +214,30 @@ TEST_CASE("the tuner picks by the calibrated shm prices and the host's cores", "
   SECTION("2 MiB all-reduce: single copy when its copy and reduction are fast, a schedule when they are slow") {
     topo::LinkModel fast = calibrated(0);
     fast.shmCopy = 40e9;
+    fast.shmMappedCopy = 80e9;
     fast.shmReduce = 40e9;
-    CHECK(decideOn(2, 2 << 20, fast) == "single_copy");
-    topo::LinkModel slow = calibrated(0);  // copy 5 GB/s, reduce 2 GB/s against a 4 GB/s slot path
+    const algo::Choice f = choiceOn(2, 2 << 20, fast);
+    CHECK(f.name() == std::string("single_copy"));
+    CHECK(f.ifRegistered == nullptr);      // it runs whatever the buffers: over mappings where it can
+    topo::LinkModel slow = calibrated(0);  // copy 5 GB/s, reduce 2 GB/s against an 8 GB/s slot path
     slow.beta[hocclLinkIntraHost] = 8e9;
     slow.beta[hocclLinkSelf] = 8e9;
-    const std::string c = decideOn(2, 2 << 20, slow);
-    CHECK(c != "single_copy");
-    CHECK(c != "small");
+    slow.shmMappedCopy = 5e9;
+    const algo::Choice s = choiceOn(2, 2 << 20, slow);
+    CHECK(s.algorithm != nullptr);
+    CHECK(s.ifRegistered == nullptr);  // not even over mappings
+  }
+  SECTION(
+      "2 MiB all-reduce: slow through the kernel, fast over mappings: a schedule, single copy where all registered") {
+    topo::LinkModel m = calibrated(0);  // the schedules' slot path at 4 GB/s
+    m.shmCopy = 1e9;
+    m.shmMappedCopy = 40e9;
+    m.shmReduce = 40e9;
+    const algo::Choice c = choiceOn(2, 2 << 20, m);
+    REQUIRE(c.algorithm != nullptr);
+    REQUIRE(c.ifRegistered != nullptr);
+    CHECK(c.ifRegistered->name() == std::string("single_copy"));
+    CHECK(c.registeredSeconds < c.seconds);
+    CHECK(choiceOn(2, 512, m).ifRegistered == nullptr);  // out of single copy's range: no condition
   }
 }

@@ -233,6 +233,28 @@ double memcpyRate() {
   return best;
 }
 
+// hocclMemAlloc memory registered with the job's communicator, released in reverse.
+class RegisteredBuffer {
+ public:
+  RegisteredBuffer(Job& job, size_t bytes) : comm_(job.comm) {
+    check(hocclMemAlloc(&data_, bytes), "hocclMemAlloc for the registered copy probe");
+    std::memset(data_, 1, bytes);
+    check(hocclCommRegister(comm_, data_, bytes, &handle_), "hocclCommRegister for the registered copy probe");
+  }
+  ~RegisteredBuffer() {
+    hocclCommDeregister(comm_, handle_);
+    hocclMemFree(data_);
+  }
+  RegisteredBuffer(const RegisteredBuffer&) = delete;
+  RegisteredBuffer& operator=(const RegisteredBuffer&) = delete;
+  void* data() const { return data_; }
+
+ private:
+  hocclComm_t comm_;
+  void* data_ = nullptr;
+  void* handle_ = nullptr;
+};
+
 // The communicator's shortcut called `name` when it can run `call` on every rank (agreed: the same on all), else
 // null.
 transport::Shortcut* shortcutFor(Job& job, const char* name, const transport::CollCall& call) {
@@ -262,12 +284,13 @@ double shortcutTime(Job& job, transport::Shortcut& s, const transport::CollCall&
   return fastest ? times.front() : times[2];
 }
 
-// The shm shortcuts' parameters (LinkModel::shmHandoff, shmCopy, shmReduce) on a job whose ranks all share one
+// The shm shortcuts' parameters (LinkModel::shmHandoff, shmCopy, shmMappedCopy, shmReduce) on a job whose ranks all share one
 // arena, measured with every rank at once and divided back to a core per rank (`crowding`: ranks per core on the
 // host, LinkModel::crowding), so that the model, crowding them again at this rank count, gives what was measured:
 //   hand-off   the small shortcut's all-reduce of 2 floats, less the Block policy's nap the model adds per round;
 //   copy       the single-copy all-gather of 512 KiB and 4 MiB per rank: (p - 1) x the difference in bytes over the
-//              difference in time (per-call costs cancel);
+//              difference in time (per-call costs cancel); on ordinary buffers (through the kernel: shmCopy) and on
+//              hocclMemAlloc buffers registered on every rank (over mappings: shmMappedCopy);
 //   reduce     the single-copy all-reduce of 512 KiB and 4 MiB: 2(p - 1)/p of it crosses, (p - 1)/p is reduced;
 //              what the copy rate does not explain of its slope is the reduction's (with whatever the push, which
 //              the all-gather does not do, costs beyond a pull: the all-reduce is what the tuner weighs most).
@@ -305,6 +328,16 @@ std::string probeShortcuts(Job& job, topo::LinkModel& m, double crowding) {
     c.recvbuf = recv.data();
     return shortcutTime(job, s, c, 3, true);
   };
+  // The all-gather of `bytes` per rank on hocclMemAlloc buffers registered on every rank (zero copy).
+  auto registeredGatherTime = [&](transport::Shortcut& s, size_t bytes) {
+    RegisteredBuffer send(job, bytes), recv(job, bytes * n);
+    transport::CollCall c = call;
+    c.coll = Coll::AllGather;
+    c.count = bytes / sizeof(float);
+    c.sendbuf = send.data();
+    c.recvbuf = recv.data();
+    return shortcutTime(job, s, c, 3, true);
+  };
   call.coll = Coll::AllGather;
   call.count = b2 / sizeof(float);
   transport::Shortcut* single = n > 1 ? shortcutFor(job, "single_copy", call) : nullptr;
@@ -319,17 +352,21 @@ std::string probeShortcuts(Job& job, topo::LinkModel& m, double crowding) {
     const double part = static_cast<double>(n - 1) / n * static_cast<double>(b2 - b1);
     const double reduceTime = (a2 - a1) - 2 * part / copy;  // what the copies leave of the slope
     m.shmCopy = copy * crowding;
+    const double r1 = registeredGatherTime(*single, b1), r2 = registeredGatherTime(*single, b2);
+    m.shmMappedCopy = (r2 > r1 ? moved / (r2 - r1) : moved / r2) * crowding;
     // A reduction reads two operands for each byte it writes: faster than a memcpy (beta[self]) means the residue
     // is below what these timings resolve (8 ranks on 2 cores gave 345 GB/s), and beta[self] stays.
     const bool measurable = reduceTime > 0 && part / reduceTime * crowding <= m.beta[hocclLinkSelf];
     if (measurable) m.shmReduce = part / reduceTime * crowding;
-    out += fmt::format(" shm single copy {:.2f} GB/s, reduce {:.2f} GB/s (at a core per rank);", m.shmCopy / 1e9,
-                       m.reduceRate() / 1e9);
+    out += fmt::format(
+        " shm single copy {:.2f} GB/s through the kernel, {:.2f} GB/s over mappings, reduce {:.2f} GB/s (at a core "
+        "per rank);",
+        m.shmCopy / 1e9, m.shmMappedCopy / 1e9, m.reduceRate() / 1e9);
     if (job.rank == 0)
       fmt::print(
-          "{:>13}: single copy, {} ranks at once: copies {:8.3f} GB/s, reduces {:8.3f} GB/s per rank at a "
-          "core per rank{}\n",
-          "shm", n, m.shmCopy / 1e9, m.reduceRate() / 1e9,
+          "{:>13}: single copy, {} ranks at once: copies {:8.3f} GB/s through the kernel, {:8.3f} GB/s over "
+          "mappings, reduces {:8.3f} GB/s per rank at a core per rank{}\n",
+          "shm", n, m.shmCopy / 1e9, m.shmMappedCopy / 1e9, m.reduceRate() / 1e9,
           measurable ? "" : " (the reduction was not measurable: beta[self] kept)");
   }
   return out;

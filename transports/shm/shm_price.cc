@@ -2,9 +2,13 @@
  * The shm shortcuts' prices (see shm_price.h). For p ranks on the host and a message of b bytes (the count's):
  *   small        hand-off + wait + p * (input bytes) / beta[self]  (every rank reads every payload once, straight
  *                from the peers' slots, as it combines them)
- *   single copy  2 (hand-off + wait) + crossing / crossCopy + reduced / reduceRate, where one rank's crossing and
+ *   single copy  2 (hand-off + wait) + crossing / copy rate + reduced / reduceRate, where one rank's crossing and
  *                reduced bytes are: all-reduce 2(p-1)/p b and (p-1)/p b; reduce-scatter (p-1) b twice; all-gather and
- *                all-to-all (p-1) b crossing; broadcast b crossing (every receiver pulls the message)
+ *                all-to-all (p-1) b crossing; broadcast b crossing (every receiver pulls the message); the copy rate
+ *                is kernelCopy (ordinary buffers: process_vm_readv/writev) or mappedCopy (every rank registered: plain
+ *                loads and stores over mappings). Over mappings nothing is pulled into a private buffer first: the
+ *                reduction reads the peers' inputs where they lie, so an all-reduce's crossing is only its push,
+ *                (p-1)/p b, and a reduce-scatter's nothing (shm_zero_copy.cc)
  * every parameter taken from model.crowded(p): p ranks on fewer cores take turns, so each rank's copies, reductions
  * and hand-offs take p / cores times longer, as the schedules' self and intra-host costs do (algo/predict.h).
  * The wait: a shortcut polls the arena with a Backoff and has nothing to block on, so under the Block policy (more
@@ -36,25 +40,26 @@ double smallSeconds(const CollCall& call, int nranks, const topo::LinkModel& giv
   return m.handoff() + roundWaitSeconds(nranks, given) + n * bytes / m.beta[hocclLinkSelf];
 }
 
-double singleCopySeconds(const CollCall& call, int nranks, const topo::LinkModel& given) {
+double singleCopySeconds(const CollCall& call, int nranks, const topo::LinkModel& given, bool registered) {
   const topo::LinkModel m = given.crowded(nranks);
   const double n = nranks;
   const double bytes = static_cast<double>(call.count * kernels::typeSize(call.dtype));
   double crossing = 0, reduced = 0;  // bytes one rank copies across processes, and reduces
   switch (call.coll) {
     case Coll::AllReduce:
-      crossing = 2 * (n - 1) / n * bytes;
+      crossing = (registered ? 1 : 2) * (n - 1) / n * bytes;
       reduced = (n - 1) / n * bytes;
       break;
     case Coll::ReduceScatter:
-      crossing = (n - 1) * bytes;
+      crossing = registered ? 0 : (n - 1) * bytes;
       reduced = (n - 1) * bytes;
       break;
     case Coll::AllGather:
     case Coll::AlltoAll: crossing = (n - 1) * bytes; break;
     default: crossing = bytes; break;  // broadcast: every receiver pulls the message
   }
-  return 2 * (m.handoff() + roundWaitSeconds(nranks, given)) + crossing / m.crossCopy() + reduced / m.reduceRate();
+  return 2 * (m.handoff() + roundWaitSeconds(nranks, given)) +
+         crossing / (registered ? m.mappedCopy() : m.kernelCopy()) + reduced / m.reduceRate();
 }
 
 }  // namespace hoccl::transport::shm

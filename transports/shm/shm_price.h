@@ -2,7 +2,7 @@
 /// What the shm shortcuts cost (their predictSeconds), as free functions of the call, the ranks of the host and the
 /// link model, so that the tuner's tests can price them without an arena. The parameters are the model's
 /// (topology/link_model.h): the arena hand-off (LinkModel::handoff), the cross-process copy rate
-/// (LinkModel::crossCopy) and the reduction rate (LinkModel::reduceRate), each measured by `hoccl-model calibrate` or
+/// (LinkModel::kernelCopy, or LinkModel::mappedCopy over registered buffers) and the reduction rate (LinkModel::reduceRate), each measured by `hoccl-model calibrate` or
 /// derived from the intra-host link; with more ranks on the host than LinkModel::cores, every one of them is
 /// crowded (LinkModel::crowded) as the schedules' predictions are, and a shortcut's wait for its peers, which has
 /// nothing to block on, naps once per arena round where the ranks' wait policy is Block (base/wait.h).
@@ -22,7 +22,8 @@ double roundWaitSeconds(int nranks, const topo::LinkModel& model);
 double smallSeconds(const CollCall& call, int nranks, const topo::LinkModel& model);
 
 /// The single-copy shortcut (shm_single_copy.h): two arena rounds around each rank's cross-process copies and its
-/// reduction.
-double singleCopySeconds(const CollCall& call, int nranks, const topo::LinkModel& model);
+/// reduction; `registered`: every rank's buffers are registered, so the copies run over mappings (zero copy)
+/// instead of through the kernel.
+double singleCopySeconds(const CollCall& call, int nranks, const topo::LinkModel& model, bool registered);
 
 }  // namespace hoccl::transport::shm

@@ -3,7 +3,10 @@
  *
  * Every collective is two arena rounds (shm_session.h): in the first each rank publishes the addresses and sizes of
  * its send and receive buffers, stamped with its call; between them every rank does its copies; after the second no
- * peer touches this rank's buffers any more (so the call may return). Before any copy, every rank has checked that
+ * peer touches this rank's buffers any more (so the call may return). A call started only for registered buffers
+ * (startIfRegistered: the tuner found the path through the kernel slower than a schedule) ends after the first
+ * round on every rank when any rank's buffers are not registered: nobody has touched a peer's memory, and the caller
+ * runs the schedule instead. Before any copy, every rank has checked that
  * every peer made the same call (the stamp) and that every range it will read from or write into a peer lies inside
  * the buffer that peer published: no byte of a peer is touched without both sides agreeing on the sizes.
  * The copies, with p ranks:
@@ -72,8 +75,11 @@ size_t blockBegin(size_t count, int q, int p) { return count * static_cast<size_
 class SingleCopyOp final : public ShortcutOp {
  public:
   // The call's blocks and registrations are pinned by the caller (the C edge) until the op is over.
-  SingleCopyOp(ArenaSession& s, PeerMaps& maps, const CollCall& call) : s_(s), maps_(maps), call_(call) {}
+  // `onlyRegistered`: the call runs only if every rank's buffers are registered (else declined() after round 1).
+  SingleCopyOp(ArenaSession& s, PeerMaps& maps, const CollCall& call, bool onlyRegistered)
+      : s_(s), maps_(maps), call_(call), onlyRegistered_(onlyRegistered) {}
   bool poll() override;
+  bool declined() const override { return declined_; }
   std::string missing() const override { return exchange_ ? exchange_->missing() : "nobody"; }
 
  private:
@@ -93,8 +99,10 @@ class SingleCopyOp final : public ShortcutOp {
   ArenaSession& s_;
   PeerMaps& maps_;
   CollCall call_;
-  Buffers mine_{};       // published from here (it may not fit in the line)
-  bool copied_ = false;  // this rank's copies are done (the closing round runs)
+  bool onlyRegistered_;
+  bool declined_ = false;  // onlyRegistered_ and some rank's buffers are not registered: nothing was touched
+  Buffers mine_{};         // published from here (it may not fit in the line)
+  bool copied_ = false;    // this rank's copies are done (the closing round runs)
   std::unique_ptr<Exchange> exchange_;
   std::vector<Buffers> peer_;       // every rank's buffers, from the address round
   std::unique_ptr<char[]> staged_;  // in-place all-to-all: the peers' blocks, in rank order without this rank's own
@@ -133,6 +141,10 @@ bool SingleCopyOp::poll() {
   for (int r = 0; r < n; ++r) std::memcpy(&peer_[r], exchange_->payloadOf(r), publishedBytes());
   // Every rank sees the same published descriptors, so every rank takes the same path.
   const bool zeroCopy = allRegistered();
+  if (onlyRegistered_ && !zeroCopy) {  // every rank declines: no peer's memory was touched, so no closing round
+    declined_ = true;
+    return true;
+  }
   checkRanges(zeroCopy);
   if (zeroCopy) zeroCopyPhase();
   else if (call_.coll == Coll::AllReduce || call_.coll == Coll::ReduceScatter) reducePhase();
@@ -431,11 +443,21 @@ bool SingleCopyShortcut::canRun(const CollCall& call) const {
 }
 
 double SingleCopyShortcut::predictSeconds(const CollCall& call, const topo::LinkModel& model) const {
-  return singleCopySeconds(call, session_->nranks(), model);  // shm_price.h
+  return singleCopySeconds(call, session_->nranks(), model, false);  // shm_price.h
+}
+
+std::optional<double> SingleCopyShortcut::predictRegisteredSeconds(const CollCall& call,
+                                                                   const topo::LinkModel& model) const {
+  if (session_->arena().maxBytes() < kFullBuffers) return std::nullopt;  // the shared descriptors cannot travel
+  return singleCopySeconds(call, session_->nranks(), model, true);
 }
 
 std::unique_ptr<ShortcutOp> SingleCopyShortcut::start(const CollCall& call) {
-  return std::make_unique<SingleCopyOp>(*session_, *maps_, call);
+  return std::make_unique<SingleCopyOp>(*session_, *maps_, call, false);
+}
+
+std::unique_ptr<ShortcutOp> SingleCopyShortcut::startIfRegistered(const CollCall& call) {
+  return std::make_unique<SingleCopyOp>(*session_, *maps_, call, true);
 }
 
 }  // namespace hoccl::transport::shm

@@ -32,10 +32,15 @@ class SingleCopyShortcut final : public Shortcut {
   const char* name() const override { return "single_copy"; }
   /// See the operating range above.
   bool canRun(const CollCall& call) const override;
-  /// Two hand-offs around the copies of what crosses and the reduction (shm_price.h: singleCopySeconds).
+  /// Two hand-offs around the copies of what crosses and the reduction, the copies through the kernel (shm_price.h:
+  /// singleCopySeconds).
   double predictSeconds(const CollCall& call, const topo::LinkModel& model) const override;
+  /// The same with the copies over mappings (zero copy), when the arena carries the shared descriptors.
+  std::optional<double> predictRegisteredSeconds(const CollCall& call, const topo::LinkModel& model) const override;
   /// Starts the call: nothing happens until the first poll.
   std::unique_ptr<ShortcutOp> start(const CollCall& call) override;
+  /// Starts the call for registered buffers only: declined after the address round unless every rank registered.
+  std::unique_ptr<ShortcutOp> startIfRegistered(const CollCall& call) override;
   /// Unmaps the peers' registered buffers held in the cache.
   void releasePeerMemory() override { maps_->releaseAll(); }
 
