@@ -10,7 +10,9 @@
 // Survivors write their verdicts into a page shared by all processes, so a failing survivor is never hidden behind
 // the killed rank's exit status.
 //
-// Usage: mp_registered (HOCCL_CMA_MIN_BYTES and HOCCL_ALGO are set here)
+// Usage: mp_registered [--model FILE] (HOCCL_CMA_MIN_BYTES and HOCCL_ALGO=single_copy are set here; with --model,
+//        HOCCL_MODEL_FILE=FILE instead of HOCCL_ALGO: the tuner chooses, e.g. "a schedule, or single copy where every
+//        rank registered" with tests/mp/kernel_copy_slow.json, and the same must hold on that path)
 #include <dirent.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -21,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "harness.h"
@@ -164,9 +167,17 @@ int killed(int rank, int n, const hocclUniqueId& id, Shared* shared) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   setenv("HOCCL_CMA_MIN_BYTES", "1", 1);
-  setenv("HOCCL_ALGO", "single_copy", 1);
+  if (argc == 3 && std::string(argv[1]) == "--model") {
+    setenv("HOCCL_MODEL_FILE", argv[2], 1);
+    unsetenv("HOCCL_ALGO");
+  } else if (argc == 1) {
+    setenv("HOCCL_ALGO", "single_copy", 1);
+  } else {
+    std::fprintf(stderr, "usage: mp_registered [--model FILE]\n");
+    return 2;
+  }
   unsetenv("HOCCL_SHM_DISABLE");
   int rc1 = runRanks(2, inUse, 120);
   std::printf("mp_registered: in use: %s\n", rc1 == 0 ? "PASS" : "FAIL");
