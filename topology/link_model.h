@@ -41,10 +41,10 @@ struct LinkModel {
   /// 8-byte all-reduce with every rank of the host, docs/model.md).
   double shmHandoff = 0;
   /// The rate at which one rank copies across processes through the kernel (the single-copy shortcut on ordinary
-  /// buffers: process_vm_readv/writev), bytes per second, at a core per rank. 0 (the default): beta[intra-host] / 2,
-  /// since the kernel copies page by page at about half the speed of a plain copy (measured 1.1-2.0 GB/s with 2
-  /// ranks against 4.0 GB/s for the intra-host link, docs/model.md). `hoccl-model calibrate` measures it (the
-  /// single-copy all-gather at two sizes on ordinary buffers, every rank at once).
+  /// buffers: process_vm_readv/writev), bytes per second, at a core per rank. 0 (the default): beta[intra-host] / 2
+  /// (calibrate measured 1.1-2.3 GB/s with 2 ranks against 3.6-4.0 GB/s for the intra-host link, docs/model.md).
+  /// `hoccl-model calibrate` measures it (the single-copy all-gather at two sizes on ordinary buffers, every rank at
+  /// once).
   double shmCopy = 0;
   /// The rate at which one rank copies across processes over mapped memory (the single-copy shortcut when every
   /// rank's buffers are registered hocclMemAlloc memory: plain loads and stores), bytes per second, at a core per
@@ -53,7 +53,8 @@ struct LinkModel {
   double shmMappedCopy = 0;
   /// The rate at which one rank reduces a piece it pulled from a peer into its output (the single-copy shortcut's
   /// all-reduce and reduce-scatter), bytes per second, at a core per rank. 0 (the default): beta[self].
-  /// `hoccl-model calibrate` measures it (the single-copy reduce-scatter, against the copy rate above).
+  /// `hoccl-model calibrate` measures it (the single-copy all-reduce on ordinary buffers, against the copy rate
+  /// through the kernel).
   double shmReduce = 0;
   /// Cores the ranks of one host can run on (the union of their affinity masks; the communicator fills it in,
   /// the same on every rank). 0: unknown, a core per rank. With more ranks on a host than cores, what a rank's

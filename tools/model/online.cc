@@ -284,9 +284,10 @@ double shortcutTime(Job& job, transport::Shortcut& s, const transport::CollCall&
   return fastest ? times.front() : times[2];
 }
 
-// The shm shortcuts' parameters (LinkModel::shmHandoff, shmCopy, shmMappedCopy, shmReduce) on a job whose ranks all share one
-// arena, measured with every rank at once and divided back to a core per rank (`crowding`: ranks per core on the
-// host, LinkModel::crowding), so that the model, crowding them again at this rank count, gives what was measured:
+// The shm shortcuts' parameters (LinkModel::shmHandoff, shmCopy, shmMappedCopy, shmReduce) on a job whose ranks all
+// share one arena, measured with every rank at once and divided back to a core per rank (`crowding`: ranks per core
+// on the host, LinkModel::crowding), so that the model, crowding them again at this rank count, gives what was
+// measured:
 //   hand-off   the small shortcut's all-reduce of 2 floats, less the Block policy's nap the model adds per round;
 //   copy       the single-copy all-gather of 512 KiB and 4 MiB per rank: (p - 1) x the difference in bytes over the
 //              difference in time (per-call costs cancel); on ordinary buffers (through the kernel: shmCopy) and on
