@@ -1,6 +1,7 @@
 /// @file model_tool.h
 /// Shared pieces of hoccl-model (tools/model): size and shape parsing, the collectives it predicts, and the three
-/// subcommands' entry points (predict in hoccl_model.cc, calibrate and validate in online.cc, plan in plan.cc).
+/// subcommands' entry points (predict in hoccl_model.cc, calibrate and validate in online.cc, plan in plan.cc); the
+/// shared pieces are defined in model_tool.cc, below every subcommand.
 #pragma once
 
 #include <cstddef>
