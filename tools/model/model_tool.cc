@@ -11,15 +11,18 @@
 
 namespace hoccl::model_tool {
 
-size_t parseBytes(const std::string& text) {
-  if (text.empty()) throw std::runtime_error("empty size");
+double parseWithUnit(const std::string& text, const std::vector<std::pair<char, double>>& units,
+                     const std::string& what, const std::string& examples) {
+  if (text.empty()) throw std::runtime_error("empty " + what);
   std::string num = text;
   double mult = 1;
-  char last = static_cast<char>(std::toupper(static_cast<unsigned char>(num.back())));
-  if (last == 'K' || last == 'M' || last == 'G') {
-    mult = last == 'K' ? 1024.0 : last == 'M' ? 1048576.0 : 1073741824.0;
-    num.pop_back();
-  }
+  const char last = static_cast<char>(std::toupper(static_cast<unsigned char>(num.back())));
+  for (const auto& [letter, factor] : units)
+    if (last == letter) {
+      mult = factor;
+      num.pop_back();
+      break;
+    }
   size_t used = 0;
   double v = 0;
   try {
@@ -27,8 +30,15 @@ size_t parseBytes(const std::string& text) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != num.size() || !(v > 0)) throw std::runtime_error("bad size '" + text + "' (e.g. 8, 64K, 16M, 1G)");
-  return static_cast<size_t>(std::llround(v * mult));
+  if (used != num.size() || !(v > 0))
+    throw std::runtime_error("bad " + what + " '" + text + "' (e.g. " + examples + ")");
+  return v * mult;
+}
+
+size_t parseBytes(const std::string& text) {
+  const double bytes = parseWithUnit(text, {{'K', 1024.0}, {'M', 1048576.0}, {'G', 1073741824.0}}, "size",
+                                     "8, 64K, 16M, 1G");
+  return static_cast<size_t>(std::llround(bytes));
 }
 
 std::vector<size_t> parseSizes(const std::string& text) {

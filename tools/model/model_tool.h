@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sched/schedule.h"
@@ -14,6 +15,10 @@
 
 namespace hoccl::model_tool {
 
+/// `text` as a positive number with an optional last letter (either case) from `units` (letter, upper case ->
+/// multiplier). Throws std::runtime_error "empty WHAT" or "bad WHAT 'TEXT' (e.g. EXAMPLES)".
+double parseWithUnit(const std::string& text, const std::vector<std::pair<char, double>>& units,
+                     const std::string& what, const std::string& examples);
 /// "8", "64K", "16M", "1G" (powers of 1024) -> bytes. Throws std::runtime_error on anything else.
 size_t parseBytes(const std::string& text);
 /// "8:1G" -> 8, 16, 32, ... 1 GiB (factor 2); "1M" -> {1 MiB}. Throws std::runtime_error on bad input.

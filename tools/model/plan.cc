@@ -37,23 +37,7 @@ struct Layout4D {
 };
 
 double parseCount(const std::string& text) {
-  if (text.empty()) throw std::runtime_error("empty --params");
-  std::string num = text;
-  double mult = 1;
-  char last = static_cast<char>(std::toupper(static_cast<unsigned char>(num.back())));
-  if (last == 'K' || last == 'M' || last == 'B' || last == 'T') {
-    mult = last == 'K' ? 1e3 : last == 'M' ? 1e6 : last == 'B' ? 1e9 : 1e12;
-    num.pop_back();
-  }
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(num, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != num.size() || !(v > 0)) throw std::runtime_error("bad --params '" + text + "' (e.g. 80B, 350M)");
-  return v * mult;
+  return parseWithUnit(text, {{'K', 1e3}, {'M', 1e6}, {'B', 1e9}, {'T', 1e12}}, "--params", "80B, 350M");
 }
 
 // Prices one collective on the group of `size` ranks with stride `stride` (in rank order) starting at rank 0, all
