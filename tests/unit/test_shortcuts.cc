@@ -6,6 +6,8 @@
 //    shm_session.h (who may publish, who is done, whom missing() names), then under real concurrency;
 //  - every collective of both shortcuts against double-precision references of random data, in and out of place,
 //    with guard bytes around every buffer;
+//  - single copy started for registered buffers only (the tuner's conditional choice) on ordinary buffers: every
+//    rank declines after the address round, no byte written;
 //  - a peer that never arrives (timeout naming it), a dead peer, an abort;
 //  - mismatched calls (every waiting rank fails naming both calls, no byte written), and single copy's range check
 //    against a peer that publishes a short buffer (forged: impossible through the public path, see that test);
@@ -718,6 +720,44 @@ TEST_CASE("single copy: all-reduce, reduce-scatter, all-gather, broadcast, all-t
     });
     INFO(firstError(errors));
     CHECK(firstError(errors).empty());
+  }
+}
+
+TEST_CASE("single copy for registered buffers only: on ordinary buffers every rank declines and no byte changes",
+          "[shortcuts][copy][registered]") {
+  // The tuner's conditional choice (algo::Choice::ifRegistered) relies on this: after the address round every rank
+  // sees that some buffers are not registered, ends the op as declined, and the schedule then runs on buffers that
+  // nothing has touched.
+  for (const CollCall& c : {makeCall(Coll::AllReduce, 100003, hocclFloat), makeCall(Coll::AllGather, 50001, hocclFloat),
+                            makeCall(Coll::Broadcast, 70001, hocclInt32, hocclSum, 1)}) {
+    DYNAMIC_SECTION(describeCall(c)) {
+      auto ranks = connectThreads(3);
+      REQUIRE(bool(ranks[0]->copy));
+      std::vector<Prepared> p(3);
+      std::vector<std::vector<unsigned char>> sendBefore(3);
+      std::vector<std::unique_ptr<ShortcutOp>> ops(3);
+      for (int r = 0; r < 3; ++r) {
+        prepare(p[r], c, r, 3, false, inputOf(r + 7, r, c, 3));
+        sendBefore[r] = p[r].send.raw;
+        ops[r] = ranks[r]->copy->startIfRegistered(p[r].call);
+      }
+      auto out = driveAll({ops[0].get(), ops[1].get(), ops[2].get()});
+      for (int r = 0; r < 3; ++r) {
+        INFO("rank " << r << ": " << (out[r].threw ? out[r].what : std::string("no error")));
+        CHECK(out[r].done);
+        CHECK(ops[r]->declined());
+        CHECK(p[r].recv.untouched());
+        CHECK(p[r].send.raw == sendBefore[r]);
+      }
+      // The same call started unconditionally runs and writes the outputs (the test above checks their values).
+      for (int r = 0; r < 3; ++r) ops[r] = ranks[r]->copy->start(p[r].call);
+      out = driveAll({ops[0].get(), ops[1].get(), ops[2].get()});
+      for (int r = 0; r < 3; ++r) {
+        CHECK(out[r].done);
+        CHECK_FALSE(ops[r]->declined());
+        CHECK_FALSE(p[r].recv.untouched());
+      }
+    }
   }
 }
 
