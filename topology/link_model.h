@@ -41,8 +41,11 @@ struct LinkModel {
   /// 8-byte all-reduce with every rank of the host, docs/model.md).
   double shmHandoff = 0;
   /// The rate at which one rank copies across processes through the kernel (the single-copy shortcut on ordinary
-  /// buffers: process_vm_readv/writev), bytes per second, at a core per rank. 0 (the default): beta[intra-host] / 2
-  /// (calibrate measured 1.1-2.3 GB/s with 2 ranks against 3.6-4.0 GB/s for the intra-host link, docs/model.md).
+  /// buffers: process_vm_readv/writev), bytes per second, at a core per rank. 0 (the default): 1.25 x
+  /// beta[intra-host]. One kernel copy per byte costs about what a message's two copies through the slots do at
+  /// calibrate's sizes (5.65 against 5.41 GB/s, 2 ranks), and keeps its rate better on large messages, whose slot
+  /// copies stream from and to memory (2-rank all-gather of 32 MiB per rank: 4.1 GB/s pulled against 2.6 GB/s for
+  /// the ring's message; docs/model.md, "shm prices").
   /// `hoccl-model calibrate` measures it (the single-copy all-gather at two sizes on ordinary buffers, every rank at
   /// once).
   double shmCopy = 0;
@@ -62,8 +65,8 @@ struct LinkModel {
   int cores = 0;
   /// The arena hand-off: shmHandoff, or alpha[intra-host] when it is 0.
   double handoff() const { return shmHandoff > 0 ? shmHandoff : alpha[hocclLinkIntraHost]; }
-  /// The cross-process copy rate through the kernel: shmCopy, or beta[intra-host] / 2 when it is 0.
-  double kernelCopy() const { return shmCopy > 0 ? shmCopy : beta[hocclLinkIntraHost] / 2; }
+  /// The cross-process copy rate through the kernel: shmCopy, or 1.25 x beta[intra-host] when it is 0.
+  double kernelCopy() const { return shmCopy > 0 ? shmCopy : 1.25 * beta[hocclLinkIntraHost]; }
   /// The cross-process copy rate over mapped memory: shmMappedCopy, or 2 x beta[intra-host] when it is 0.
   double mappedCopy() const { return shmMappedCopy > 0 ? shmMappedCopy : 2 * beta[hocclLinkIntraHost]; }
   /// The single copy's reduction rate: shmReduce, or beta[self] when it is 0.

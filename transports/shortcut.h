@@ -86,6 +86,10 @@ class Shortcut {
   /// Whether it can run `call` (collective, op, memory kinds, size within its operating range). The same answer on
   /// every rank for the same call.
   virtual bool canRun(const CollCall& call) const = 0;
+  /// Whether the tuner may choose it for `call` (canRun was true) on ordinary buffers: a shortcut whose price cannot
+  /// see what makes the schedules faster in part of its range says no there (HOCCL_ALGO still forces it, and its
+  /// registered path, predictRegisteredSeconds, is still weighed). The same answer on every rank. Default: yes.
+  virtual bool choosableOnOrdinaryBuffers(const CollCall& /*call*/) const { return true; }
   /// Predicted seconds for `call` with the link parameters `model` (the tuner compares it with schedules), on
   /// ordinary buffers.
   virtual double predictSeconds(const CollCall& call, const topo::LinkModel& model) const = 0;

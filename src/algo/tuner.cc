@@ -190,7 +190,7 @@ Choice decide(const transport::CollCall& call, const sched::CollArgs& args, cons
   const topo::LinkModel model = given ? *given : linkModel();
   std::string report;
   for (const auto& s : shortcuts) {
-    if (!s->canRun(call)) continue;
+    if (!s->canRun(call) || !s->choosableOnOrdinaryBuffers(call)) continue;
     const double seconds = s->predictSeconds(call, model);
     report += fmt::format(" {}={:.1f}us", s->name(), seconds * 1e6);
     if (best.shortcut ? seconds < best.seconds : (best.seconds == 0 || seconds <= best.seconds))

@@ -7,7 +7,9 @@
 // direction (inter-switch flows). Concurrent flows on a link split its capacity equally; rates are recomputed whenever
 // a flow starts or ends. Every flow also passes its two ranks' ports (a rank moves at most beta(intra-host) bytes per
 // second in and out, whatever the number of flows). Local prims (copy, reduce) of a step run for alpha + bytes /
-// beta(Self), concurrently with the step's messages.
+// beta(Self), concurrently with the step's network messages; its intra-host messages start after them, since the
+// same core copies both (a message between ranks of one host is copied into and out of shared memory by the two
+// ranks' threads: ring all-gather's step 0 copies the rank's own block, then sends it).
 //
 // A shaped uplink (LinkModel::spineBurst > 0) is a token bucket per direction, as tc tbf shapes one: it holds up to
 // spineBurst bytes of tokens, gains them at the spine rate and loses them at the rate its flows move. While it holds
@@ -177,7 +179,7 @@ class Simulator {
       if (hasLocal) locals_.emplace(at + local, r);
       for (int id : msgOf_[r][cur_[r]]) {
         Message& m = msgs_[id];
-        (m.src == r ? m.sendEnter : m.recvEnter) = at;
+        (m.src == r ? m.sendEnter : m.recvEnter) = m.cls == hocclLinkIntraHost ? at + local : at;
         if (m.sendEnter >= 0 && m.recvEnter >= 0)
           starts_.emplace(std::max(m.sendEnter, m.recvEnter) + m_.startup(m.cls), id);
       }

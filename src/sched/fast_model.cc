@@ -13,8 +13,9 @@
 // over every link it crosses, where the users of a link are its pass-1 count scaled by the share of the
 // representative's flows on it that are still running (when one of them ends, the others speed up: the same max-min
 // sharing the reference simulator applies, assuming the other ranks' flows on the link end when the representative's
-// do). Local prims take alpha(self) + bytes / beta(self), concurrently. A global step lasts as long as its slowest
-// representative; the prediction is the sum over global steps (lockstep).
+// do). Local prims take alpha(self) + bytes / beta(self), concurrently with network sends and before intra-host ones
+// (one core copies both, as in the reference). A global step lasts as long as its slowest representative; the
+// prediction is the sum over global steps (lockstep).
 #include "sched/fast_model.h"
 
 #include <fmt/format.h>
@@ -250,7 +251,9 @@ class FastSim {
       const uint32_t begin = k ? sum.stepEnd[k - 1] : 0, end = sum.stepEnd[k];
       const int sends = static_cast<int>(end - begin);
       if (sends == 1) {  // one flow (every step of a flat ring): priced directly, as flowsEnd() would, without maps
-        const double d = std::max(local, singleFlowEnd(r, sum.sends[begin], g, port));
+        const bool afterLocal = t_.linkClass(r, sum.sends[begin].peer) == hocclLinkIntraHost;
+        const double flow = singleFlowEnd(r, sum.sends[begin], g, port);
+        const double d = afterLocal ? local + flow : std::max(local, flow);
         if (g >= stepTime_.size()) stepTime_.resize(g + 1, 0.0);
         stepTime_[g] = std::max(stepTime_[g], d);
         continue;
@@ -258,7 +261,8 @@ class FastSim {
       for (uint32_t j = begin; j < end; ++j) {
         const int peer = sum.sends[j].peer;
         const hocclLinkClass_t cls = t_.linkClass(r, peer);
-        Flow f{m_.startup(cls), sum.sends[j].bytes, m_.beta[cls], 0, {}, 0, false, false};
+        const double start = m_.startup(cls) + (cls == hocclLinkIntraHost ? local : 0.0);
+        Flow f{start, sum.sends[j].bytes, m_.beta[cls], 0, {}, 0, false, false};
         const int img = rs_.rankImage[peer];
         f.links[f.nlinks++] = link(0, r, port, sends);
         f.links[f.nlinks++] = link(1, img, port, recvs_[rs_.repIndex[img]].at(g));

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <optional>
 
 #include "algo/ho_ring.h"
 #include "algo/ring.h"
@@ -90,6 +91,26 @@ TEST_CASE("the per-step cost adds to every message of its class, in both simulat
   topo::FastOptions o;
   const double fastStepped = topo::predictFast(gen, t, 4, withStep, o).seconds;
   CHECK(fastStepped == Approx(stepped).epsilon(0.01));
+}
+
+TEST_CASE("a step's local work delays its intra-host messages (one core copies both), not its network ones", "[cost]") {
+  topo::Topology t = topo::fromShape(2, 2, 2);
+  auto m = simpleModel();
+  const size_t local = 2000000, sent = 1000000;  // elements of 4 B: 8 MB copied locally, 4 MB sent
+  const double copy = m.alpha[hocclLinkSelf] + 4.0 * local / m.beta[hocclLinkSelf];
+  for (auto [peer, cls] : {std::pair{1, hocclLinkIntraHost}, std::pair{2, hocclLinkIntraSwitch}}) {
+    auto s = empty(8);
+    s[0].steps.push_back(
+        {{sched::copy(sched::kInput, 0, sched::kOutput, 0, local), sched::send(peer, sched::kInput, 0, sent)}});
+    s[peer].steps.push_back({{sched::recv(0, sched::kOutput, 0, sent)}});
+    const double message = m.alpha[cls] + 4.0 * sent / m.beta[cls];
+    const double expected = cls == hocclLinkIntraHost ? copy + message : std::max(copy, message);
+    CHECK(topo::predict(s, t, 4, m).seconds == Approx(expected).epsilon(1e-9));
+    // The fast model, from the same schedules, agrees.
+    auto gen = [&s](int r) { return s[static_cast<size_t>(r)]; };
+    topo::FastOptions o;
+    CHECK(topo::predictFast(gen, t, 4, m, o).seconds == Approx(expected).epsilon(1e-6));
+  }
 }
 
 TEST_CASE("the tuner chooses the chunk by prediction unless it is given", "[cost][tuner]") {
@@ -293,16 +314,28 @@ namespace {
 /// A shortcut with a fixed price that runs calls up to `maxCount` elements (it is never started here).
 class PricedShortcut final : public transport::Shortcut {
  public:
-  PricedShortcut(const char* name, double seconds, size_t maxCount) : name_(name), seconds_(seconds), max_(maxCount) {}
+  /// `minChoosable`: the smallest count the tuner may choose it for on ordinary buffers; `registered`: its price
+  /// when every rank registered (none when negative).
+  PricedShortcut(const char* name, double seconds, size_t maxCount, size_t minChoosable = 0, double registered = -1)
+      : name_(name), seconds_(seconds), max_(maxCount), minChoosable_(minChoosable), registered_(registered) {}
   const char* name() const override { return name_; }
   bool canRun(const transport::CollCall& call) const override { return call.count <= max_; }
+  bool choosableOnOrdinaryBuffers(const transport::CollCall& call) const override {
+    return call.count >= minChoosable_;
+  }
   double predictSeconds(const transport::CollCall&, const topo::LinkModel&) const override { return seconds_; }
+  std::optional<double> predictRegisteredSeconds(const transport::CollCall&, const topo::LinkModel&) const override {
+    if (registered_ < 0) return std::nullopt;
+    return registered_;
+  }
   std::unique_ptr<transport::ShortcutOp> start(const transport::CollCall&) override { return nullptr; }
 
  private:
   const char* name_;
   double seconds_;
   size_t max_;
+  size_t minChoosable_;
+  double registered_;
 };
 
 }  // namespace
@@ -336,6 +369,21 @@ TEST_CASE("the one decision point compares shortcuts with the best schedule", "[
     const algo::Choice c = ask((1 << 20) + 1, shortcuts);
     REQUIRE(c.algorithm != nullptr);
     CHECK(c.shortcut == nullptr);
+  }
+  SECTION(
+      "a shortcut not choosable on ordinary buffers at this size loses to a slower schedule, yet its "
+      "registered path is still weighed") {
+    std::vector<std::unique_ptr<transport::Shortcut>> gated;
+    gated.push_back(
+        std::make_unique<PricedShortcut>("gated", schedule.seconds / 2, 1 << 30, (1 << 20) + 1, schedule.seconds / 3));
+    const algo::Choice below = ask(1 << 20, gated);
+    REQUIRE(below.algorithm != nullptr);
+    CHECK(below.shortcut == nullptr);
+    REQUIRE(below.ifRegistered != nullptr);
+    CHECK(std::string(below.ifRegistered->name()) == "gated");
+    const algo::Choice from = ask((1 << 20) + 1, gated);
+    REQUIRE(from.shortcut != nullptr);
+    CHECK(std::string(from.name()) == "gated");
   }
   SECTION("among several that can run it, the cheapest; a schedule faster than all of them wins") {
     const double small = ask(1 << 10, none).seconds;

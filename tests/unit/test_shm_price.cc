@@ -95,9 +95,12 @@ TEST_CASE("the shm prices by hand, at a core per rank", "[cost][shm]") {
   const double b = 2 << 20;
   CHECK(transport::shm::singleCopySeconds(callOf(Coll::AllReduce, (2 << 20) / 4), 4, m, false) ==
         Approx(2e-6 + 1.5 * b / 5e9 + 0.75 * b / 2e9));
-  // all-gather: (p-1) blocks cross, nothing is reduced.
+  // all-gather: (p-1) blocks cross, nothing is reduced, and the rank copies its own block at beta[self] (8 GB/s).
   CHECK(transport::shm::singleCopySeconds(callOf(Coll::AllGather, (2 << 20) / 4), 4, m, false) ==
-        Approx(2e-6 + 3 * b / 5e9));
+        Approx(2e-6 + 3 * b / 5e9 + b / 8e9));
+  // all-to-all: the same bytes.
+  CHECK(transport::shm::singleCopySeconds(callOf(Coll::AlltoAll, (2 << 20) / 4), 4, m, false) ==
+        Approx(2e-6 + 3 * b / 5e9 + b / 8e9));
   // Registered everywhere: over mappings at 9 GB/s, and the reduction reads the peers' inputs where they lie (no
   // pull): an all-reduce's crossing is its push, a reduce-scatter's nothing, an all-gather's the same.
   CHECK(transport::shm::singleCopySeconds(callOf(Coll::AllReduce, (2 << 20) / 4), 4, m, true) ==
@@ -105,12 +108,12 @@ TEST_CASE("the shm prices by hand, at a core per rank", "[cost][shm]") {
   CHECK(transport::shm::singleCopySeconds(callOf(Coll::ReduceScatter, (2 << 20) / 4), 4, m, true) ==
         Approx(2e-6 + 3 * b / 2e9));
   CHECK(transport::shm::singleCopySeconds(callOf(Coll::AllGather, (2 << 20) / 4), 4, m, true) ==
-        Approx(2e-6 + 3 * b / 9e9));
-  // The derived defaults: hand-off = intra-host latency, copy through the kernel = half the intra-host rate and over
-  // mappings twice it, reduce = beta[self].
+        Approx(2e-6 + 3 * b / 9e9 + b / 8e9));
+  // The derived defaults: hand-off = intra-host latency, copy through the kernel = 1.25 x the intra-host rate and
+  // over mappings twice it, reduce = beta[self].
   topo::LinkModel d;
   CHECK(d.handoff() == d.alpha[hocclLinkIntraHost]);
-  CHECK(d.kernelCopy() == d.beta[hocclLinkIntraHost] / 2);
+  CHECK(d.kernelCopy() == 1.25 * d.beta[hocclLinkIntraHost]);
   CHECK(d.mappedCopy() == 2 * d.beta[hocclLinkIntraHost]);
   CHECK(d.reduceRate() == d.beta[hocclLinkSelf]);
 }

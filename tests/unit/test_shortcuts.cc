@@ -1163,7 +1163,7 @@ TEST_CASE("groupSimulatedSeconds (ncclGroupSimulateEnd) of a one-host all-reduce
     bool cross = false;
     for (const auto& s : c.shortcuts()) cross |= std::string(s->name()) == "single_copy";
     std::string problems;
-    for (size_t bytes : {size_t{8}, size_t{16} << 20}) {
+    for (size_t bytes : {size_t{8}, size_t{1} << 20, size_t{16} << 20}) {
       const size_t count = bytes / sizeof(float);
       std::vector<float> send(count), recv(count, -7.0f);
       for (size_t i = 0; i < count; ++i) send[i] = static_cast<float>((i * 7 + static_cast<size_t>(r) * 3) % 64);
@@ -1185,9 +1185,11 @@ TEST_CASE("groupSimulatedSeconds (ncclGroupSimulateEnd) of a one-host all-reduce
       const Resolved res = resolve(op);
       const topo::LinkModel model = c.tuningModel();  // what the communicator's tuner prices with
       const algo::Choice choice = algo::decide(res.call, res.args, c.topology(), sizeof(float), c.shortcuts(), &model);
-      // 16 MiB of ordinary buffers: a schedule, with single copy where every rank registered (the path through the
-      // kernel is slower than the slots, the one over mappings faster: LinkModel::kernelCopy, mappedCopy).
-      const char* want = bytes == 8 ? "small" : nullptr;
+      // 1 MiB of ordinary buffers: a schedule (single copy through the kernel is not chosen below 4 MiB,
+      // SingleCopyShortcut::choosableOnOrdinaryBuffers), with single copy where every rank registered (over mappings
+      // it is faster: LinkModel::mappedCopy). 16 MiB: single copy through the kernel (LinkModel::kernelCopy), where
+      // the arena permits it.
+      const char* want = bytes == 8 ? "small" : bytes == (size_t{16} << 20) && cross ? "single_copy" : nullptr;
       double predicted = 0;
       if (choice.shortcut) predicted = choice.shortcut->predictSeconds(res.call, model);
       else
@@ -1199,7 +1201,8 @@ TEST_CASE("groupSimulatedSeconds (ncclGroupSimulateEnd) of a one-host all-reduce
       if (!want && choice.shortcut)
         problems += fmt::format("; {} B: {} was chosen for ordinary buffers, expected a schedule", bytes,
                                 choice.name());
-      if (!want && cross && (!choice.ifRegistered || std::string(choice.ifRegistered->name()) != "single_copy"))
+      if (bytes == (size_t{1} << 20) && cross &&
+          (!choice.ifRegistered || std::string(choice.ifRegistered->name()) != "single_copy"))
         problems += fmt::format("; {} B: {} without single copy for registered buffers", bytes, choice.name());
       // What actually runs is the communicator's cached decision for the call (runFastPath / planTasks).
       if (res.decision->choice.shortcut != choice.shortcut || res.decision->choice.algorithm != choice.algorithm)

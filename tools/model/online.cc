@@ -290,7 +290,8 @@ double shortcutTime(Job& job, transport::Shortcut& s, const transport::CollCall&
 // measured:
 //   hand-off   the small shortcut's all-reduce of 2 floats, less the Block policy's nap the model adds per round;
 //   copy       the single-copy all-gather of 512 KiB and 4 MiB per rank: (p - 1) x the difference in bytes over the
-//              difference in time (per-call costs cancel); on ordinary buffers (through the kernel: shmCopy) and on
+//              difference in time (per-call costs cancel) less the local copy of the rank's own block at beta[self]
+//              (measured first, memcpy on one core); on ordinary buffers (through the kernel: shmCopy) and on
 //              hocclMemAlloc buffers registered on every rank (over mappings: shmMappedCopy);
 //   reduce     the single-copy all-reduce of 512 KiB and 4 MiB: 2(p - 1)/p of it crosses, (p - 1)/p is reduced;
 //              what the copy rate does not explain of its slope is the reduction's (with whatever the push, which
@@ -345,16 +346,22 @@ std::string probeShortcuts(Job& job, topo::LinkModel& m, double crowding) {
   call.coll = Coll::AllReduce;
   call.count = b1 / sizeof(float);
   if (single && job.maxOf(single->canRun(call) ? 0.0 : 1.0) == 0.0) {
-    const double g1 = timeOf(*single, Coll::AllGather, b1), g2 = timeOf(*single, Coll::AllGather, b2);
+    // The all-gather's slope holds each rank's local copy of its own block too (at beta[self], crowded).
+    const double ownCopy = static_cast<double>(b2 - b1) * crowding / m.beta[hocclLinkSelf];
     const double moved = static_cast<double>(n - 1) * static_cast<double>(b2 - b1);
-    const double copy = g2 > g1 ? moved / (g2 - g1) : moved / g2;
+    auto copyRate = [&](double t1, double t2) {
+      const double crossingTime = t2 > t1 ? t2 - t1 - ownCopy : t2 - ownCopy;
+      return moved / std::max(crossingTime, 0.1 * (t2 > t1 ? t2 - t1 : t2));
+    };
+    const double g1 = timeOf(*single, Coll::AllGather, b1), g2 = timeOf(*single, Coll::AllGather, b2);
+    const double copy = copyRate(g1, g2);
     // All-reduce: 2(p-1)/p of the message crosses (pulled, then pushed) and (p-1)/p is reduced.
     const double a1 = timeOf(*single, Coll::AllReduce, b1), a2 = timeOf(*single, Coll::AllReduce, b2);
     const double part = static_cast<double>(n - 1) / n * static_cast<double>(b2 - b1);
     const double reduceTime = (a2 - a1) - 2 * part / copy;  // what the copies leave of the slope
     m.shmCopy = copy * crowding;
     const double r1 = registeredGatherTime(*single, b1), r2 = registeredGatherTime(*single, b2);
-    m.shmMappedCopy = (r2 > r1 ? moved / (r2 - r1) : moved / r2) * crowding;
+    m.shmMappedCopy = copyRate(r1, r2) * crowding;
     // A reduction reads two operands for each byte it writes: faster than a memcpy (beta[self]) means the residue
     // is below what these timings resolve (8 ranks on 2 cores gave 345 GB/s), and beta[self] stays.
     const bool measurable = reduceTime > 0 && part / reduceTime * crowding <= m.beta[hocclLinkSelf];
@@ -483,6 +490,11 @@ int calibrate(const CalibrateOptions& o) {
     source += fmt::format(" {} ranks on {} cores per host: intra-host rate and step at a core per rank;",
                           algo::maxRanksPerHost(t), m.cores);
   }
+  // memcpy on one core while the others wait: beta[self], which the shortcuts' probe below needs (an all-gather
+  // copies its own block locally).
+  job.barrier();
+  if (job.rank == 0) m.beta[hocclLinkSelf] = memcpyRate();
+  job.barrier();
   if (t.nhosts == 1) source += probeShortcuts(job, m, crowding);
   // The spine's burst, against the steady rate measured above.
   if (t.nswitches > 1) {
@@ -495,7 +507,6 @@ int calibrate(const CalibrateOptions& o) {
   }
   job.barrier();
   if (job.rank == 0) {
-    m.beta[hocclLinkSelf] = memcpyRate();
     source += fmt::format(" self memcpy {:.2f} GB/s", m.beta[hocclLinkSelf] / 1e9);
     fmt::print("{:>13}: memcpy 64 MiB {:8.3f} GB/s\n", "self", m.beta[hocclLinkSelf] / 1e9);
     std::ofstream out(o.out);

@@ -2,9 +2,11 @@
  * The shm shortcuts' prices (see shm_price.h). For p ranks on the host and a message of b bytes (the count's):
  *   small        hand-off + wait + p * (input bytes) / beta[self]  (every rank reads every payload once, straight
  *                from the peers' slots, as it combines them)
- *   single copy  2 (hand-off + wait) + crossing / copy rate + reduced / reduceRate, where one rank's crossing and
- *                reduced bytes are: all-reduce 2(p-1)/p b and (p-1)/p b; reduce-scatter (p-1) b twice; all-gather and
- *                all-to-all (p-1) b crossing; broadcast b crossing (every receiver pulls the message); the copy rate
+ *   single copy  2 (hand-off + wait) + crossing / copy rate + reduced / reduceRate + own / beta[self], where one
+ *                rank's crossing, reduced and own bytes are: all-reduce 2(p-1)/p b and (p-1)/p b; reduce-scatter
+ *                (p-1) b twice; all-gather and all-to-all (p-1) b crossing and b of its own (its block copied from
+ *                input to output by the rank itself, on the same core: priced out of place whatever the call, so
+ *                that every rank prices alike); broadcast b crossing (every receiver pulls the message); the copy rate
  *                is kernelCopy (ordinary buffers: process_vm_readv/writev) or mappedCopy (every rank registered: plain
  *                loads and stores over mappings). Over mappings nothing is pulled into a private buffer first: the
  *                reduction reads the peers' inputs where they lie, so an all-reduce's crossing is only its push,
@@ -44,7 +46,7 @@ double singleCopySeconds(const CollCall& call, int nranks, const topo::LinkModel
   const topo::LinkModel m = given.crowded(nranks);
   const double n = nranks;
   const double bytes = static_cast<double>(call.count * kernels::typeSize(call.dtype));
-  double crossing = 0, reduced = 0;  // bytes one rank copies across processes, and reduces
+  double crossing = 0, reduced = 0, own = 0;  // bytes one rank copies across processes, reduces, copies locally
   switch (call.coll) {
     case Coll::AllReduce:
       crossing = (registered ? 1 : 2) * (n - 1) / n * bytes;
@@ -55,11 +57,15 @@ double singleCopySeconds(const CollCall& call, int nranks, const topo::LinkModel
       reduced = (n - 1) * bytes;
       break;
     case Coll::AllGather:
-    case Coll::AlltoAll: crossing = (n - 1) * bytes; break;
+    case Coll::AlltoAll:
+      crossing = (n - 1) * bytes;
+      own = bytes;
+      break;
     default: crossing = bytes; break;  // broadcast: every receiver pulls the message
   }
   return 2 * (m.handoff() + roundWaitSeconds(nranks, given)) +
-         crossing / (registered ? m.mappedCopy() : m.kernelCopy()) + reduced / m.reduceRate();
+         crossing / (registered ? m.mappedCopy() : m.kernelCopy()) + reduced / m.reduceRate() +
+         own / m.beta[hocclLinkSelf];
 }
 
 }  // namespace hoccl::transport::shm

@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -53,6 +54,18 @@ namespace hoccl::transport::shm {
 namespace {
 
 constexpr size_t kPiece = 256 << 10;  // bytes reduced per pull: stays in L2 between the pull and the reduction
+constexpr size_t kCacheLine = 64;
+constexpr size_t kKernelMinBytes = 4 << 20;   // the smallest call the tuner may send through the kernel
+constexpr size_t kBounceMinBytes = 64 << 10;  // below, a misaligned kernel copy costs less than the extra memcpy
+
+/// The first address at or after `buffer` that lies at the same offset within a cache line as `like`. The kernel
+/// copies process_vm_readv/writev with `rep movsb`, which runs at less than half speed when source and destination
+/// sit at different offsets within a cache line (measured here: a 16-byte difference, 1.0 against 2.2 GB/s for the
+/// pull-and-reduce of 32 MiB on 2 ranks); `buffer` needs 2 x kCacheLine bytes of slack.
+char* alignedLike(char* buffer, const void* like) {
+  const auto base = (reinterpret_cast<uintptr_t>(buffer) + kCacheLine - 1) & ~(kCacheLine - 1);
+  return reinterpret_cast<char*>(base + reinterpret_cast<uintptr_t>(like) % kCacheLine);
+}
 
 /// What each rank publishes in the address round. The shared descriptors travel only when the arena's payload
 /// holds them (kFullBuffers); otherwise every rank publishes the first kBasicBuffers bytes and zero copy is off.
@@ -87,6 +100,7 @@ class SingleCopyOp final : public ShortcutOp {
   void checkRanges(bool zeroCopy) const;
   void requireInside(int peer, bool recv, size_t offset, size_t bytes) const;
   void crossCopy(int peer, char* local, const char* remote, size_t bytes, bool push) const;
+  void kernelCopy(int peer, pid_t pid, char* local, const char* remote, size_t bytes, bool push) const;
   [[noreturn]] void copyFailed(int peer, const char* how, int err) const;
   void copyPhase();
   void reducePhase();
@@ -274,7 +288,10 @@ void SingleCopyOp::zeroCopyPhase() {
                   s_.ctx().who, describeCall(call_), how, s_.describeRank(peer), std::strerror(err)));
 }
 
-// Copies `bytes` from `remote` in peer's address space to `local` (or the other way round when push).
+// Copies `bytes` from `remote` in peer's address space to `local` (or the other way round when push). When the two
+// sit at different offsets within a cache line, the kernel's copy crawls (alignedLike); from kBounceMinBytes up the
+// bytes then go through a buffer of this thread's laid out like `remote`, a piece at a time, and a memcpy (which
+// copies misaligned data at full speed) does the rest.
 void SingleCopyOp::crossCopy(int peer, char* local, const char* remote, size_t bytes, bool push) const {
   const pid_t pid = s_.ctx().connect->peers[peer].pid;
   if (pid == getpid()) {  // a thread of this process (hocclCommInitAll): same address space
@@ -282,6 +299,23 @@ void SingleCopyOp::crossCopy(int peer, char* local, const char* remote, size_t b
     else std::memcpy(local, remote, bytes);
     return;
   }
+  const bool misaligned = (reinterpret_cast<uintptr_t>(local) - reinterpret_cast<uintptr_t>(remote)) % kCacheLine != 0;
+  if (misaligned && bytes >= kBounceMinBytes) {
+    thread_local std::vector<char> bounceBuffer;
+    bounceBuffer.resize(kPiece + 2 * kCacheLine);
+    for (size_t x = 0; x < bytes; x += kPiece) {
+      const size_t m = std::min(kPiece, bytes - x);
+      char* bounce = alignedLike(bounceBuffer.data(), remote + x);
+      if (push) std::memcpy(bounce, local + x, m);
+      kernelCopy(peer, pid, bounce, remote + x, m, push);
+      if (!push) std::memcpy(local + x, bounce, m);
+    }
+    return;
+  }
+  kernelCopy(peer, pid, local, remote, bytes, push);
+}
+
+void SingleCopyOp::kernelCopy(int peer, pid_t pid, char* local, const char* remote, size_t bytes, bool push) const {
   while (bytes) {
     iovec l{local, bytes};
     iovec r{const_cast<char*>(remote), bytes};
@@ -310,16 +344,18 @@ void SingleCopyOp::reducePhase() {
     out = static_cast<char*>(call_.recvbuf);
   }
   const char* mine = static_cast<const char*>(call_.sendbuf) + srcOffset;
-  thread_local std::vector<char> piece;
-  piece.resize(kPiece);
+  thread_local std::vector<char> pieceBuffer;
+  pieceBuffer.resize(kPiece + 2 * kCacheLine);
   const kernels::BinOp bin = kernels::binOpOf(call_.op);
   for (size_t x = 0; x < blockBytes; x += kPiece) {
     const size_t m = std::min(kPiece, blockBytes - x);
     bool first = true;
     for (int q = 0; q < p; ++q) {
       if (q == me) continue;
-      crossCopy(q, piece.data(), reinterpret_cast<const char*>(peer_[q].send) + srcOffset + x, m, false);
-      mem.reduce(out + x, first ? mine + x : out + x, piece.data(), m / elem, call_.dtype, bin);
+      const char* remote = reinterpret_cast<const char*>(peer_[q].send) + srcOffset + x;
+      char* piece = alignedLike(pieceBuffer.data(), remote);
+      crossCopy(q, piece, remote, m, false);
+      mem.reduce(out + x, first ? mine + x : out + x, piece, m / elem, call_.dtype, bin);
       first = false;
     }
     if (call_.op == hocclAvg) mem.divide(out + x, m / elem, call_.dtype, p);
@@ -440,6 +476,16 @@ bool SingleCopyShortcut::canRun(const CollCall& call) const {
   if (!userThreshold_ && call.coll == Coll::AlltoAll) threshold = 16 << 20;
   const int n = session_->nranks();
   return std::max(inputBytes(call, n), outputBytes(call, n)) >= threshold;  // nccl-tests' "size": the larger buffer
+}
+
+bool SingleCopyShortcut::choosableOnOrdinaryBuffers(const CollCall& call) const {
+  // Through the kernel, all-reduce, reduce-scatter and all-gather only from kKernelMinBytes. Below, what every rank
+  // reads and writes stays in the last-level cache and the slot schedules' copies run at 2-3x the rates the model
+  // gives them, which it cannot see (2 and 4 ranks, 2026-11-27: at 1 MiB the ring took 0.65-0.73x single copy's
+  // time, at 4 MiB 1.1-1.3x; docs/performance.md). Registered buffers keep canRun's threshold.
+  const bool bulk = call.coll == Coll::AllReduce || call.coll == Coll::ReduceScatter || call.coll == Coll::AllGather;
+  const int n = session_->nranks();
+  return !bulk || userThreshold_ || std::max(inputBytes(call, n), outputBytes(call, n)) >= kKernelMinBytes;
 }
 
 double SingleCopyShortcut::predictSeconds(const CollCall& call, const topo::LinkModel& model) const {

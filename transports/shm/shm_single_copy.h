@@ -32,6 +32,9 @@ class SingleCopyShortcut final : public Shortcut {
   const char* name() const override { return "single_copy"; }
   /// See the operating range above.
   bool canRun(const CollCall& call) const override;
+  /// All-reduce, reduce-scatter and all-gather from 4 MiB (the larger buffer), unless HOCCL_CMA_MIN_BYTES is set;
+  /// every other call canRun accepts.
+  bool choosableOnOrdinaryBuffers(const CollCall& call) const override;
   /// Two hand-offs around the copies of what crosses and the reduction, the copies through the kernel (shm_price.h:
   /// singleCopySeconds).
   double predictSeconds(const CollCall& call, const topo::LinkModel& model) const override;
