@@ -17,7 +17,9 @@
 //
 // Usage: mp_collectives --ranks N --transport shm|tcp|ucx [--large] [--device] [--registered all|some]
 //            [--hosts H] [--expect-path p2p|staged|hier|asym] [--expect-handle fd|legacy] [--p2p-off-rank R]
-//            [--check-shm-release] (HOCCL_MAX_CONNS over shm: shm_release.h)
+//            [--check-shm-release] (HOCCL_MAX_CONNS over shm: shm_release.h) [--skew]
+//            --skew: every rank's buffers start 16 x rank bytes (mod 64) into a cache line, so that peers' buffers
+//            lie at different offsets within one (single copy's bounce buffer, shm_single_copy.cc)
 //        mp_collectives --ranks N --transport shm|tcp|ucx --soak CALLS [--seed S]
 //            a soak instead: CALLS collectives of random kind, type, op, root and small count (0..4096 elements,
 //            in and out of place), the same sequence on every rank, each checked like the matrix (tools/soak runs it
@@ -25,6 +27,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iterator>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +63,7 @@ std::string gExpectPath;          // --expect-path: which device path must have 
 std::string gExpectHandle;        // --expect-handle fd|legacy: how the direct path's peer areas must have been mapped
 int gP2pOffRank = -1;             // --p2p-off-rank: the rank with HOCCL_DEVICE_P2P=0
 bool gCheckShmRelease = false;    // --check-shm-release: after the matrix, only the ring neighbours' slots stay mapped
+bool gSkew = false;               // --skew: buffers at 16 x rank bytes (mod 64) past a cache line's start
 
 // Checks --expect-path against this process's device channel counters (after the matrix).
 int checkDevicePath(int rank, int n) {
@@ -187,6 +191,22 @@ bool zeroCopyExpected(Coll c, int rank, int n, int root, hocclRedOp_t op) {
 }
 
 // One call: returns the number of wrong elements (and prints the first).
+/// `bytes` of 0x5a starting `skew` bytes past a cache line's start.
+class SkewedBuffer {
+ public:
+  SkewedBuffer(size_t bytes, size_t skew) : bytes_(bytes), storage_(bytes + 128, 0x5a) {
+    const auto line = (reinterpret_cast<uintptr_t>(storage_.data()) + 63) & ~uintptr_t{63};
+    data_ = reinterpret_cast<char*>(line) + skew;
+  }
+  char* data() { return data_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  size_t bytes_;
+  std::vector<char> storage_;
+  char* data_ = nullptr;
+};
+
 int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataType_t dt, hocclRedOp_t op, bool inPlace,
            uint64_t seed) {
   const int root = static_cast<int>(seed % n);
@@ -224,7 +244,8 @@ int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataTyp
   std::vector<double> input = makeInput(seed, rank, bc.input, dt, op == kPreMulSum ? hocclSum : op);
   // In place as the API defines it: one buffer of the larger size with the input at its place.
   size_t big = std::max(bc.input, bc.output);
-  std::vector<char> buf1((big + 1) * elem, 0x5a), buf2((bc.output + 1) * elem, 0x5a);
+  const size_t skew = gSkew ? static_cast<size_t>(16 * rank % 64) : 0;
+  SkewedBuffer buf1((big + 1) * elem, skew), buf2((bc.output + 1) * elem, skew);
   const void* send;
   void* recv;
   bool inPlaceHere = inPlace && !((c == Coll::Reduce || c == Coll::Gather || c == Coll::Scatter) && rank != root);
@@ -516,6 +537,7 @@ int main(int argc, char** argv) {
     else if (a == "--expect-handle" && i + 1 < argc) gExpectHandle = argv[++i];
     else if (a == "--p2p-off-rank" && i + 1 < argc) gP2pOffRank = std::atoi(argv[++i]);
     else if (a == "--check-shm-release") gCheckShmRelease = true;
+    else if (a == "--skew") gSkew = true;
   }
   // tcp and ucx carry every peer (shm off); ucx runs over the wires UCX_TLS names.
   if (transport == "tcp" || transport == "ucx") setenv("HOCCL_SHM_DISABLE", "1", 1);

@@ -1,6 +1,9 @@
 // The physical reference for copies between processes: how fast process_vm_readv (what single-copy collectives,
 // hoccl's and Open MPI's, use) moves a 64 MiB buffer from another process, next to memcpy in one process. Prints
 // "<cma GB/s> <memcpy GB/s>", each the best of 5 copies, counting bytes copied once.
+// `cma_bw OFFSET`: the destination starts OFFSET bytes further into its buffer than the source does into its own, so
+// that the two lie at different offsets within a cache line (the kernel's copy slows down then; single copy in
+// transports/shm avoids it, shm_single_copy.cc).
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,9 +31,11 @@ double bestRate(size_t bytes, Copy copy) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   const size_t bytes = size_t{64} << 20;
-  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  const size_t offset = argc > 1 ? std::strtoul(argv[1], nullptr, 10) % 4096 : 0;
+  std::vector<char> src(bytes, 1), dstBuffer(bytes + offset, 0);
+  char* const dst = dstBuffer.data() + offset;
   int gate[2];
   if (pipe(gate) != 0) return 1;
   const pid_t child = fork();  // holds the same pages at the same addresses until told to go
@@ -40,11 +45,11 @@ int main() {
     _exit(got == 1 ? 0 : 1);
   }
   const double cma = bestRate(bytes, [&] {
-    iovec local{dst.data(), bytes}, remote{src.data(), bytes};
+    iovec local{dst, bytes}, remote{src.data(), bytes};
     return process_vm_readv(child, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(bytes);
   });
   const double copy = bestRate(bytes, [&] {
-    std::memcpy(dst.data(), src.data(), bytes);
+    std::memcpy(dst, src.data(), bytes);
     return true;
   });
   if (write(gate[1], "x", 1) != 1) return 1;

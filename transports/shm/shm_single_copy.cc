@@ -56,7 +56,9 @@ namespace {
 constexpr size_t kPiece = 256 << 10;  // bytes reduced per pull: stays in L2 between the pull and the reduction
 constexpr size_t kCacheLine = 64;
 constexpr size_t kKernelMinBytes = 4 << 20;   // the smallest call the tuner may send through the kernel
-constexpr size_t kBounceMinBytes = 64 << 10;  // below, a misaligned kernel copy costs less than the extra memcpy
+// From one page up, a misaligned copy goes through the bounce buffer: the crawl (0.67 against 4.2-5.5 GB/s for 64 MiB,
+// tools/bench/cma_bw 16) costs more per byte than the extra memcpy of a piece in cache; below, either is negligible.
+constexpr size_t kBounceMinBytes = 4096;
 
 /// The first address at or after `buffer` that lies at the same offset within a cache line as `like`. The kernel
 /// copies process_vm_readv/writev with `rep movsb`, which runs at less than half speed when source and destination
