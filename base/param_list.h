@@ -70,7 +70,8 @@
       "Smallest collective, in bytes, that the single_copy shortcut may take (copies straight between the ranks' "     \
       "buffers of one host with process_vm_readv/writev, when permitted; needs the arena of SMALL_MAX_BYTES); the "    \
       "tuner takes it when predicted faster; 0 = never. Unset: all-reduce and reduce-scatter from this default, "      \
-      "all-gather from 32 KiB, broadcast from 128 KiB")                                                                \
+      "all-gather from 32 KiB, broadcast from 128 KiB; on buffers not registered on every rank, the tuner takes "      \
+      "all-reduce, reduce-scatter and all-gather from 4 MiB only")                                                     \
   INT(TCP_CONNS, 2, 1, 16, "TCP connections per peer; large messages are striped across them")                         \
   INT(TCP_STRIPE_SIZE, 524288, 4096, int64_t{1} << 30,                                                                 \
       "Bytes per stripe when a tcp message is split across the connections of a peer (rounded up to a multiple of "    \

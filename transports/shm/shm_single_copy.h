@@ -12,7 +12,8 @@
 /// memory, when every pair of ranks may read each other's memory (probed once at init), from a message size that is
 /// the measured crossover against the slot schedules: HOCCL_CMA_MIN_BYTES when set (0 turns the shortcut off), else
 /// all-gather from 32 KiB, broadcast from 128 KiB, all-reduce and reduce-scatter from 256 KiB, all-to-all from 16 MiB
-/// (the larger buffer; docs/performance.md).
+/// (the larger buffer; docs/performance.md). On ordinary buffers (through the kernel) the tuner may choose it for
+/// all-reduce, reduce-scatter and all-gather only from 4 MiB (choosableOnOrdinaryBuffers); forcing still runs it.
 #pragma once
 
 #include <memory>
