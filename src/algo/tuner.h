@@ -63,8 +63,8 @@ topo::Prediction predictAlgorithm(const Algorithm& alg, const sched::CollArgs& a
 /// HOCCL_CHUNK_SIZE is set, which forces args.chunkCount. HOCCL_ALGO naming an algorithm forces it (shortcuts are
 /// not considered; its chunk is still chosen); naming a shortcut forces it where it can run (else the schedules
 /// compete); otherwise every shortcut that can run and may be chosen on ordinary buffers
-/// (Shortcut::choosableOnOrdinaryBuffers) and the best schedule are compared by predicted time, with `model` (the communicator's probed model,
-/// comm/tune_probe.h) or, when it is null, topo::LinkModel::fromParams(). When a schedule wins and a shortcut's path
+/// (Shortcut::choosableOnOrdinaryBuffers) and the best schedule are compared by predicted time, with `model` (the
+/// communicator's probed model, comm/tune_probe.h) or, when it is null, topo::LinkModel::fromParams(). When a schedule wins and a shortcut's path
 /// for registered buffers (Shortcut::predictRegisteredSeconds) is predicted faster still, it becomes the choice's
 /// ifRegistered: whether every rank registered is known only at run time, and a rank knows only its own buffers.
 /// The same inputs give the same choice on every rank.
