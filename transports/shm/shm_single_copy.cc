@@ -482,8 +482,8 @@ bool SingleCopyShortcut::canRun(const CollCall& call) const {
 
 bool SingleCopyShortcut::choosableOnOrdinaryBuffers(const CollCall& call) const {
   // Through the kernel, all-reduce, reduce-scatter and all-gather only from kKernelMinBytes. Below, what every rank
-  // reads and writes stays in the last-level cache and the slot schedules' copies run at 2-3x the rates the model
-  // gives them, which it cannot see (2 and 4 ranks, 2026-11-27: at 1 MiB the ring took 0.65-0.73x single copy's
+  // reads and writes stays in the last-level cache and the slot schedules' copies run at about twice the rates the
+  // model gives them, which it cannot see (2 and 4 ranks, 2026-11-27: at 1 MiB the ring took 0.65-0.73x single copy's
   // time, at 4 MiB 1.1-1.3x; docs/performance.md). Registered buffers keep canRun's threshold.
   const bool bulk = call.coll == Coll::AllReduce || call.coll == Coll::ReduceScatter || call.coll == Coll::AllGather;
   const int n = session_->nranks();
