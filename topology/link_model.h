@@ -45,7 +45,7 @@ struct LinkModel {
   /// beta[intra-host]. One kernel copy per byte costs about what a message's two copies through the slots do at
   /// calibrate's sizes (5.65 against 5.41 GB/s, 2 ranks), and keeps its rate better on large messages, whose slot
   /// copies stream from and to memory (2-rank all-gather of 32 MiB per rank: 4.1 GB/s pulled against 2.6 GB/s for
-  /// the ring's message; docs/model.md, "shm prices").
+  /// the ring's message; docs/performance.md, "Single copy through the kernel at full speed").
   /// `hoccl-model calibrate` measures it (the single-copy all-gather at two sizes on ordinary buffers, every rank at
   /// once).
   double shmCopy = 0;

@@ -190,7 +190,6 @@ bool zeroCopyExpected(Coll c, int rank, int n, int root, hocclRedOp_t op) {
   }
 }
 
-// One call: returns the number of wrong elements (and prints the first).
 /// `bytes` of 0x5a starting `skew` bytes past a cache line's start.
 class SkewedBuffer {
  public:
@@ -207,6 +206,7 @@ class SkewedBuffer {
   char* data_ = nullptr;
 };
 
+// One call: returns the number of wrong elements (and prints the first).
 int runOne(hocclComm_t comm, int rank, int n, Coll c, size_t count, hocclDataType_t dt, hocclRedOp_t op, bool inPlace,
            uint64_t seed) {
   const int root = static_cast<int>(seed % n);

@@ -55,15 +55,15 @@ namespace {
 
 constexpr size_t kPiece = 256 << 10;  // bytes reduced per pull: stays in L2 between the pull and the reduction
 constexpr size_t kCacheLine = 64;
-constexpr size_t kKernelMinBytes = 4 << 20;   // the smallest call the tuner may send through the kernel
+constexpr size_t kKernelMinBytes = 4 << 20;  // the smallest call the tuner may send through the kernel
 // From one page up, a misaligned copy goes through the bounce buffer: the crawl (0.67 against 4.2-5.5 GB/s for 64 MiB,
 // tools/bench/cma_bw 16) costs more per byte than the extra memcpy of a piece in cache; below, either is negligible.
 constexpr size_t kBounceMinBytes = 4096;
 
 /// The first address at or after `buffer` that lies at the same offset within a cache line as `like`. The kernel
-/// copies process_vm_readv/writev with `rep movsb`, which runs at less than half speed when source and destination
-/// sit at different offsets within a cache line (measured here: a 16-byte difference, 1.0 against 2.2 GB/s for the
-/// pull-and-reduce of 32 MiB on 2 ranks); `buffer` needs 2 x kCacheLine bytes of slack.
+/// copies process_vm_readv/writev with `rep movsb`, which crawls when source and destination sit at different offsets
+/// within a cache line (`tools/bench/cma_bw 16`: 0.67 GB/s, against 4.17 at offset 0); `buffer` needs 2 x kCacheLine
+/// bytes of slack.
 char* alignedLike(char* buffer, const void* like) {
   const auto base = (reinterpret_cast<uintptr_t>(buffer) + kCacheLine - 1) & ~(kCacheLine - 1);
   return reinterpret_cast<char*>(base + reinterpret_cast<uintptr_t>(like) % kCacheLine);
