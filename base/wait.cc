@@ -7,8 +7,12 @@
 namespace hoccl {
 namespace {
 
-// More ranks per core than this: Block.
-constexpr int kBlockRanksPerCore = 2;
+// More ranks per core than this: Block. It was 2 until 2026-11-27: measured with 8 and 16 rank processes on 2 cores
+// (4 and 8 per core), Share ran the ring all-reduce of 8 B-4 KiB 3-5x faster than Block (8 processes: 104-120 us
+// against 317-578 us a call; every ring step waited in the kernel for a peer to be woken and switched in), of
+// 256 KiB 4x, of 64 MiB 1.15x, and single copy's of 256 KiB 2x (docs/performance.md, "The wait policy on 4-8 ranks
+// per core"). The rank threads of tools/bench/scale (32-64 per core) keep Block.
+constexpr int kBlockRanksPerCore = 8;
 
 }  // namespace
 

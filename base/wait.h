@@ -11,8 +11,8 @@
 ///    few ranks per core. The peer may need this very core: a few polls, a few yields, then block, so the scheduler
 ///    runs the peer and wakes this thread (a woken sleeper runs soon; a thread that spins or keeps yielding loses
 ///    that preference and takes time from the peer).
-///  - Block: many ranks per core (ranks as threads, 8-128 per process): a yield only hands the core to another
-///    waiting rank, so block at once.
+///  - Block: many ranks per core (more than 8: ranks as threads, 8-128 per process, on a few cores): a yield only
+///    hands the core to another waiting rank, so block at once.
 /// chooseWaitPolicy() makes the choice from HostLoad, which the communicator samples (src/comm/communicator.cc: the
 /// ranks on this host, the cores this process may use, the host's runnable threads from /proc/loadavg, refreshed
 /// at most every 100 ms, never per poll). HOCCL_WAIT_POLICY forces one.
@@ -54,7 +54,7 @@ struct HostLoad {
 };
 
 /// The policy for `h` (base/wait.cc). Pure: the same inputs give the same answer.
-///  - more than 2 ranks per core: Block (a yield would only hand the core to another waiting rank);
+///  - more than 8 ranks per core: Block (a yield would only hand the core to another waiting rank);
 ///  - more ranks than cores: Share;
 ///  - the host's runnable threads other than this communicator's ranks, plus its ranks, exceed the host's CPUs
 ///    (another job keeps cores busy): Share. The ranks count as runnable whether or not the sample caught them

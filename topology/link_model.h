@@ -36,16 +36,19 @@ struct LinkModel {
   /// fast path prices the steady rate. `hoccl-model calibrate` measures it (docs/model.md).
   double spineBurst = 0;
   /// The shm shortcuts' per-call cost (transports/shm): one arena hand-off among the ranks of a host (a cache line
-  /// written by one core and read by the others), seconds, at a core per rank. 0 (the default): alpha[intra-host],
-  /// the same cache-line round trip as an 8-byte message. `hoccl-model calibrate` measures it (the small shortcut's
-  /// 8-byte all-reduce with every rank of the host, docs/model.md).
+  /// written by one core and read by the others), seconds, at a core per rank. 0 (the default): alpha[intra-host]
+  /// / 4. A hand-off is one flag a polling peer sees, where a schedule's 8-byte message also passes the executor
+  /// and the slot protocol: calibrate measured 0.22 us against 1.68 us (session 14) and 0.26 against 1.54 us
+  /// (session 13) on 2 ranks here. `hoccl-model calibrate` measures it (the small shortcut's 8-byte all-reduce with
+  /// every rank of the host, docs/model.md).
   double shmHandoff = 0;
   /// The rate at which one rank copies across processes through the kernel (the single-copy shortcut on ordinary
-  /// buffers: process_vm_readv/writev), bytes per second, at a core per rank. 0 (the default): 1.25 x
-  /// beta[intra-host]. One kernel copy per byte costs about what a message's two copies through the slots do at
-  /// calibrate's sizes (5.65 against 5.41 GB/s, 2 ranks), and keeps its rate better on large messages, whose slot
-  /// copies stream from and to memory (2-rank all-gather of 32 MiB per rank: 4.1 GB/s pulled against 2.6 GB/s for
-  /// the ring's message; docs/performance.md, "Single copy through the kernel at full speed").
+  /// buffers: process_vm_readv/writev), bytes per second, at a core per rank. 0 (the default): 1.5 x
+  /// beta[intra-host]. The tuner weighs it on ordinary buffers only from 4 MiB (shm single copy's
+  /// choosableOnOrdinaryBuffers), where a message's two copies through the slots stream from and to memory and one
+  /// kernel copy per byte keeps its rate better: 2-rank all-gather of 8 and 32 MiB per rank, 4.0 / 3.9 GB/s pulled
+  /// against 3.4 / 2.5 GB/s for the ring's message (ratios 1.2 and 1.6; docs/model.md, the shm prices). At
+  /// calibrate's smaller sizes the two rates are close (5.65 against 5.41 GB/s, 2 ranks).
   /// `hoccl-model calibrate` measures it (the single-copy all-gather at two sizes on ordinary buffers, every rank at
   /// once).
   double shmCopy = 0;
@@ -63,10 +66,10 @@ struct LinkModel {
   /// the same on every rank). 0: unknown, a core per rank. With more ranks on a host than cores, what a rank's
   /// CPU does takes longer (crowded()).
   int cores = 0;
-  /// The arena hand-off: shmHandoff, or alpha[intra-host] when it is 0.
-  double handoff() const { return shmHandoff > 0 ? shmHandoff : alpha[hocclLinkIntraHost]; }
-  /// The cross-process copy rate through the kernel: shmCopy, or 1.25 x beta[intra-host] when it is 0.
-  double kernelCopy() const { return shmCopy > 0 ? shmCopy : 1.25 * beta[hocclLinkIntraHost]; }
+  /// The arena hand-off: shmHandoff, or alpha[intra-host] / 4 when it is 0.
+  double handoff() const { return shmHandoff > 0 ? shmHandoff : alpha[hocclLinkIntraHost] / 4; }
+  /// The cross-process copy rate through the kernel: shmCopy, or 1.5 x beta[intra-host] when it is 0.
+  double kernelCopy() const { return shmCopy > 0 ? shmCopy : 1.5 * beta[hocclLinkIntraHost]; }
   /// The cross-process copy rate over mapped memory: shmMappedCopy, or 2 x beta[intra-host] when it is 0.
   double mappedCopy() const { return shmMappedCopy > 0 ? shmMappedCopy : 2 * beta[hocclLinkIntraHost]; }
   /// The single copy's reduction rate: shmReduce, or beta[self] when it is 0.

@@ -109,11 +109,11 @@ TEST_CASE("the shm prices by hand, at a core per rank", "[cost][shm]") {
         Approx(2e-6 + 3 * b / 2e9));
   CHECK(transport::shm::singleCopySeconds(callOf(Coll::AllGather, (2 << 20) / 4), 4, m, true) ==
         Approx(2e-6 + 3 * b / 9e9 + b / 8e9));
-  // The derived defaults: hand-off = intra-host latency, copy through the kernel = 1.25 x the intra-host rate and
-  // over mappings twice it, reduce = beta[self].
+  // The derived defaults: hand-off = a quarter of the intra-host latency, copy through the kernel = 1.5 x the
+  // intra-host rate and over mappings twice it, reduce = beta[self].
   topo::LinkModel d;
-  CHECK(d.handoff() == d.alpha[hocclLinkIntraHost]);
-  CHECK(d.kernelCopy() == 1.25 * d.beta[hocclLinkIntraHost]);
+  CHECK(d.handoff() == d.alpha[hocclLinkIntraHost] / 4);
+  CHECK(d.kernelCopy() == 1.5 * d.beta[hocclLinkIntraHost]);
   CHECK(d.mappedCopy() == 2 * d.beta[hocclLinkIntraHost]);
   CHECK(d.reduceRate() == d.beta[hocclLinkSelf]);
 }
@@ -134,13 +134,16 @@ TEST_CASE("with more ranks than cores the shm prices rise as modelled", "[cost][
   CHECK(transport::shm::smallSeconds(tiny, 4, two) == Approx(2 * (1e-6 + 4 * 64 / 8e9)));
   CHECK(transport::shm::singleCopySeconds(big, 4, two, false) == Approx(2 * (2e-6 + 1.5 * b / 5e9 + 0.75 * b / 2e9)));
   CHECK(transport::shm::singleCopySeconds(big, 4, two, true) == Approx(2 * (2e-6 + 0.75 * b / 9e9 + 0.75 * b / 2e9)));
-  // 8 ranks on 2 cores: four times, and the Block policy's nap once per arena round (small 1, single copy 2).
+  // 8 ranks on 2 cores: four times; still the Share policy, no nap.
+  CHECK(transport::shm::roundWaitSeconds(8, two) == 0);
+  CHECK(transport::shm::smallSeconds(tiny, 8, two) == Approx(4 * (1e-6 + 8 * 64 / 8e9)));
+  // 20 ranks on 2 cores: ten times, and the Block policy's nap once per arena round (small 1, single copy 2).
   const double nap = Backoff(WaitPolicy::Block).blockMicros() * 1e-6;
   CHECK(nap > 0);
-  CHECK(transport::shm::roundWaitSeconds(8, two) == Approx(nap));
-  CHECK(transport::shm::smallSeconds(tiny, 8, two) == Approx(4 * (1e-6 + 8 * 64 / 8e9) + nap));
-  CHECK(transport::shm::singleCopySeconds(big, 8, two, false) ==
-        Approx(4 * (2e-6 + 1.75 * b / 5e9 + 0.875 * b / 2e9) + 2 * nap));
+  CHECK(transport::shm::roundWaitSeconds(20, two) == Approx(nap));
+  CHECK(transport::shm::smallSeconds(tiny, 20, two) == Approx(10 * (1e-6 + 20 * 64 / 8e9) + nap));
+  CHECK(transport::shm::singleCopySeconds(big, 20, two, false) ==
+        Approx(10 * (2e-6 + 1.9 * b / 5e9 + 0.95 * b / 2e9) + 2 * nap));
 }
 
 TEST_CASE("a crowded host crowds the schedules' predictions alike", "[cost][shm]") {
@@ -189,7 +192,7 @@ TEST_CASE("a model file round-trips the shm parameters and the cores", "[cost][s
   // A file from before: derived values, cores unknown.
   const topo::LinkModel old = topo::LinkModel::fromJson(R"({"latency_us": {"intra-host": 0.7}})", "old");
   CHECK(old.shmHandoff == 0);
-  CHECK(old.handoff() == Approx(0.7e-6));
+  CHECK(old.handoff() == Approx(0.7e-6 / 4));
   CHECK(old.cores == 0);
   // Bad values: a clear error naming the key.
   auto error = [](const char* text) {
@@ -209,9 +212,10 @@ TEST_CASE("a model file round-trips the shm parameters and the cores", "[cost][s
 }
 
 TEST_CASE("the tuner picks by the calibrated shm prices and the host's cores", "[cost][shm][tuner]") {
-  SECTION("8 ranks, 64 B: small at a core per rank, a schedule on 2 cores (the Block policy's naps)") {
+  SECTION("64 B: small at a core per rank and on 8 ranks of 2 cores (Share), a schedule on 20 (Block's naps)") {
     CHECK(decideOn(8, 64, calibrated(0)) == "small");
-    CHECK(decideOn(8, 64, calibrated(2)) == "direct");
+    CHECK(decideOn(8, 64, calibrated(2)) == "small");
+    CHECK(decideOn(20, 64, calibrated(2)) == "direct");
   }
   SECTION("4 ranks, 64 B on 2 cores (Share, no nap): small stays") { CHECK(decideOn(4, 64, calibrated(2)) == "small"); }
   SECTION("2 MiB all-reduce: single copy when its copy and reduction are fast, a schedule when they are slow") {

@@ -70,12 +70,15 @@ TEST_CASE("chooseWaitPolicy: a table of hosts, each with its reason", "[wait]") 
       {load(3, 2, 16, 0), WaitPolicy::Share, "3 ranks on the 2 CPUs this process may use"},
       {load(4, 2, 2, -1), WaitPolicy::Share, "2 ranks per core: a few yields still reach the peer"},
       {load(4, 2, 2, 0), WaitPolicy::Share, "the load is not needed to see the contention"},
-      {load(5, 2, 2, -1), WaitPolicy::Block, "more than 2 ranks per core"},
-      {load(8, 2, 2, 8), WaitPolicy::Block, "8 rank threads on 2 cores"},
+      {load(5, 2, 2, -1), WaitPolicy::Share, "more than 2 ranks per core: yields still reach the peer sooner"},
+      {load(8, 2, 2, 8), WaitPolicy::Share, "8 ranks on 2 cores"},
+      {load(16, 2, 2, -1), WaitPolicy::Share, "8 ranks per core"},
+      {load(17, 2, 2, -1), WaitPolicy::Block, "more than 8 ranks per core"},
       {load(128, 2, 2, 3), WaitPolicy::Block, "128 rank threads on 2 cores, most asleep"},
-      {load(64, 16, 16, 0), WaitPolicy::Block, "4 ranks per core on a big host"},
+      {load(64, 16, 16, 0), WaitPolicy::Share, "4 ranks per core on a big host"},
+      {load(160, 16, 16, 0), WaitPolicy::Block, "10 ranks per core on a big host"},
       {load(0, 0, 0, -1), WaitPolicy::Spin, "nonsense counts are read as 1 rank on 1 core"},
-      {load(3, 0, 0, -1), WaitPolicy::Block, "no usable core reported: 3 ranks on the 1 assumed"},
+      {load(9, 0, 0, -1), WaitPolicy::Block, "no usable core reported: 9 ranks on the 1 assumed"},
   };
   for (const Row& r : rows) {
     INFO(r.why << ": ranks " << r.h.localRanks << ", cores " << r.h.cores << ", host CPUs " << r.h.hostCpus
@@ -94,7 +97,7 @@ TEST_CASE("chooseWaitPolicy: more ranks or more load never makes a wait more eag
           CHECK(chooseWaitPolicy(load(ranks + 1, cores, hostCpus, runnable)) >= p);
           if (runnable >= 0) CHECK(chooseWaitPolicy(load(ranks, cores, hostCpus, runnable + 1)) >= p);
           // The defining thresholds, restated independently of the implementation's arithmetic.
-          if (ranks > 2 * cores) CHECK(p == WaitPolicy::Block);
+          if (ranks > 8 * cores) CHECK(p == WaitPolicy::Block);
           else if (ranks > cores) CHECK(p == WaitPolicy::Share);
           else if (runnable >= 0 && std::max(runnable, ranks) > hostCpus) CHECK(p == WaitPolicy::Share);
           else CHECK(p == WaitPolicy::Spin);
@@ -171,14 +174,14 @@ TEST_CASE("the communicator's wait policy: forced, refused, and chosen from this
     CHECK(msg.find("HOCCL_WAIT_POLICY=fast") != std::string::npos);
     CHECK(msg.find("spin, share or block") != std::string::npos);
   }
-  SECTION("auto: more than 2 rank threads per usable CPU block, as many as the CPUs never block") {
+  SECTION("auto: more than 8 rank threads per usable CPU block, as many as the CPUs never block") {
     ScopedEnv env("HOCCL_WAIT_POLICY", nullptr);
     cpu_set_t set;
     CPU_ZERO(&set);
     REQUIRE(sched_getaffinity(0, sizeof(set), &set) == 0);
     const int cpus = CPU_COUNT(&set);
-    if (cpus <= 4) {  // a job of 2 x cpus + 1 threads stays small
-      const int n = 2 * cpus + 1;
+    if (cpus <= 4) {  // a job of 8 x cpus + 1 threads stays small
+      const int n = 8 * cpus + 1;
       std::vector<hocclComm_t> comms(n, nullptr);
       REQUIRE(hocclCommInitAll(comms.data(), n, nullptr) == hocclSuccess);
       for (hocclComm_t c : comms) CHECK(c->impl->waitPolicy() == WaitPolicy::Block);

@@ -289,11 +289,13 @@ double shortcutTime(Job& job, transport::Shortcut& s, const transport::CollCall&
 // on the host, LinkModel::crowding), so that the model, crowding them again at this rank count, gives what was
 // measured:
 //   hand-off   the small shortcut's all-reduce of 2 floats, less the Block policy's nap the model adds per round;
-//   copy       the single-copy all-gather of 512 KiB and 4 MiB per rank: (p - 1) x the difference in bytes over the
+//   copy       the single-copy all-gather of 4 and 16 MiB per rank (the tuner weighs single copy on ordinary
+//              buffers from 4 MiB, where the copies stream from and to memory; smaller sizes, run from the caches,
+//              gave rates up to 1.5x higher): (p - 1) x the difference in bytes over the
 //              difference in time (per-call costs cancel) less the local copy of the rank's own block at beta[self]
 //              (measured first, memcpy on one core); on ordinary buffers (through the kernel: shmCopy) and on
 //              hocclMemAlloc buffers registered on every rank (over mappings: shmMappedCopy);
-//   reduce     the single-copy all-reduce of 512 KiB and 4 MiB: 2(p - 1)/p of it crosses, (p - 1)/p is reduced;
+//   reduce     the single-copy all-reduce of 4 and 16 MiB: 2(p - 1)/p of it crosses, (p - 1)/p is reduced;
 //              what the copy rate does not explain of its slope is the reduction's (with whatever the push, which
 //              the all-gather does not do, costs beyond a pull: the all-reduce is what the tuner weighs most).
 // Shortcuts that cannot run (a job over several hosts, cross-memory attach refused) keep the model's values.
@@ -319,7 +321,7 @@ std::string probeShortcuts(Job& job, topo::LinkModel& m, double crowding) {
           "core per rank)\n",
           "shm", n, t * 1e6, m.shmHandoff * 1e6);
   }
-  const size_t b1 = size_t{512} << 10, b2 = size_t{4} << 20;
+  const size_t b1 = size_t{4} << 20, b2 = size_t{16} << 20;
   auto timeOf = [&](transport::Shortcut& s, Coll coll, size_t bytes) {
     const size_t count = bytes / sizeof(float);  // all-gather: per rank; all-reduce: the message
     std::vector<float> send(count, 1.0f), recv(coll == Coll::AllGather ? count * n : count);

@@ -14,8 +14,9 @@
  * every parameter taken from model.crowded(p): p ranks on fewer cores take turns, so each rank's copies, reductions
  * and hand-offs take p / cores times longer, as the schedules' self and intra-host costs do (algo/predict.h).
  * The wait: a shortcut polls the arena with a Backoff and has nothing to block on, so under the Block policy (more
- * than 2 ranks per core) a waiting rank naps; one nap per round is the floor of what that costs (docs/model.md:
- * the small all-reduce on 8 ranks of 2 cores measured 110-150 us against 28-36 us for the direct schedule).
+ * than 8 ranks per core, base/wait.cc) a waiting rank naps; one nap per round is the floor of what that costs
+ * (docs/model.md: the small all-reduce on 8 ranks of 2 cores, when they still blocked, measured 110-150 us against
+ * 28-36 us for the direct schedule).
  */
 #include "transports/shm/shm_price.h"
 
