@@ -27,7 +27,7 @@
   STRING(WAIT_POLICY, "auto",                                                                                         \
          "How a rank waits for a late peer (base/wait.h): spin (poll about 1 ms, then yield, then block), share (a "   \
          "few polls and yields, then block), block (block at once), or auto: spin when this host has a core for "      \
-         "every local rank and its run queue leaves them room, block with more than 2 local ranks per core, else "    \
+         "every local rank and its run queue leaves them room, block with more than 8 local ranks per core, else "    \
          "share")                                                                                                      \
   /* Reliability (src/comm/call_check.cc, src/comm/flight_recorder.cc) */                                              \
   INT(CHECK_MISMATCH, 1, 0, 2,                                                                                         \
