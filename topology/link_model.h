@@ -47,8 +47,8 @@ struct LinkModel {
   /// beta[intra-host]. The tuner weighs it on ordinary buffers only from 4 MiB (shm single copy's
   /// choosableOnOrdinaryBuffers), where a message's two copies through the slots stream from and to memory and one
   /// kernel copy per byte keeps its rate better: 2-rank all-gather of 8 and 32 MiB per rank, 4.0 / 3.9 GB/s pulled
-  /// against 3.4 / 2.5 GB/s for the ring's message (ratios 1.2 and 1.6; docs/model.md, the shm prices). At
-  /// calibrate's smaller sizes the two rates are close (5.65 against 5.41 GB/s, 2 ranks).
+  /// against 3.4 / 2.5 GB/s for the ring's message (ratios 1.2 and 1.6; docs/performance.md, "The wait policy on
+  /// 4-8 ranks per core"). At 512 KiB-4 MiB per rank the two rates are close (5.65 against 5.41 GB/s, 2 ranks).
   /// `hoccl-model calibrate` measures it (the single-copy all-gather at two sizes on ordinary buffers, every rank at
   /// once).
   double shmCopy = 0;
