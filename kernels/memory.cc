@@ -80,7 +80,11 @@ const char* memoryKindName(MemoryKind kind) {
 MemoryKind classify(const void* ptr) {
   if (!ptr) return MemoryKind::Host;
   if (findShared(ptr, 0, nullptr)) return MemoryKind::HostShared;
-  if (device::Device* d = device::current()) return d->owns(ptr) ? MemoryKind::Device : MemoryKind::Host;
+  // Every call classifies its buffers: the device and the driver, each chosen once per process, are looked up once.
+  static device::Device* const dev = device::current();
+  if (dev) return dev->owns(ptr) ? MemoryKind::Device : MemoryKind::Host;
+  static const bool driver = cuda::driverLoaded();
+  if (!driver) return MemoryKind::Host;
   return cuda::classify(ptr) == cuda::PtrKind::Device ? MemoryKind::Device : MemoryKind::Host;
 }
 

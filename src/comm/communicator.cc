@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 #include <fcntl.h>
+#include <time.h>
 #include <sched.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
@@ -89,13 +90,15 @@ int readRunnable() {
 }
 
 // readRunnable(), sampled at most every 100 ms by the whole process (the threads of a process share the sample; when
-// two want a fresh one at once, one reads and the other keeps the previous value).
+// two want a fresh one at once, one reads and the other keeps the previous value). Every call asks, so the time comes
+// from the coarse clock (a kernel tick's resolution, a third of the fine clock's cost).
 int runnableThreads() {
   static std::atomic<int64_t> nextSampleNs{0};
   static std::atomic<int> runnable{-1};
   constexpr int64_t kPeriodNs = 100'000'000;
-  const int64_t now =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  const int64_t now = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
   int64_t next = nextSampleNs.load(std::memory_order_relaxed);
   if (now < next || !nextSampleNs.compare_exchange_strong(next, now + kPeriodNs, std::memory_order_relaxed))
     return runnable.load(std::memory_order_relaxed);

@@ -161,7 +161,7 @@ const char* traceStateName(TraceState s) {
 
 FlightRecorder::FlightRecorder(size_t capacity, std::string commId, std::string name, int rank, int nranks)
     : ring_(capacity ? size_t{1} << (64 - __builtin_clzll((capacity - 1) | 1)) : 0), mask_(ring_.size() - 1),
-      commId_(std::move(commId)), name_(std::move(name)), rank_(rank), nranks_(nranks) {
+      doneUntimed_(ring_.size()), commId_(std::move(commId)), name_(std::move(name)), rank_(rank), nranks_(nranks) {
   if (!params::TRACE_DUMP.get().empty()) {
     static std::once_flag once;
     std::call_once(once, installSignalDumper);
@@ -176,23 +176,28 @@ FlightRecorder::~FlightRecorder() {
   v.erase(std::remove(v.begin(), v.end(), this), v.end());
 }
 
-uint64_t FlightRecorder::record(TraceEntry e, TraceState state) {
+uint64_t FlightRecorder::record(const TraceEntry& e, TraceState state) {
   if (ring_.empty()) return 0;
-  e.enqueuedNs = nowNs();
-  e.state = state;
-  if (state != TraceState::Enqueued) e.startNs = e.enqueuedNs;
-  std::lock_guard<std::mutex> lock(mutex_);
-  e.id = next_++;
-  ring_[e.id & mask_] = e;
-  return e.id;
+  const int64_t t = nowNs();
+  std::lock_guard<SpinLock> lock(lock_);
+  const uint64_t id = next_++;
+  TraceEntry& slot = ring_[id & mask_];
+  slot = e;  // (the slot's earlier entry, if ended by doneUntimed, is gone: its mark names another id)
+  slot.id = id;
+  slot.state = state;
+  slot.enqueuedNs = t;
+  slot.startNs = state != TraceState::Enqueued ? t : 0;
+  slot.endNs = 0;
+  return id;
 }
 
 void FlightRecorder::update(uint64_t id, TraceState state, const char* algorithm, int64_t seq) {
   if (ring_.empty()) return;
   const int64_t t = nowNs();
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(lock_);
   TraceEntry& e = ring_[id & mask_];
   if (e.id != id || id >= next_) return;
+  settle(id & mask_);
   e.state = state;
   if (algorithm) e.algorithm = algorithm;
   if (seq >= 0) e.seq = seq;
@@ -203,17 +208,26 @@ void FlightRecorder::update(uint64_t id, TraceState state, const char* algorithm
   }
 }
 
+void FlightRecorder::settle(uint64_t slot) const {
+  TraceEntry& e = ring_[slot];
+  if (e.state == TraceState::Running && doneUntimed_[slot].load(std::memory_order_acquire) == e.id + 1)
+    e.state = TraceState::Done;
+}
+
 std::vector<TraceEntry> FlightRecorder::snapshot() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(lock_);
   std::vector<TraceEntry> out;
   const uint64_t kept = std::min<uint64_t>(next_, ring_.size());
   out.reserve(kept);
-  for (uint64_t id = next_ - kept; id < next_; ++id) out.push_back(ring_[id & mask_]);
+  for (uint64_t id = next_ - kept; id < next_; ++id) {
+    settle(id & mask_);
+    out.push_back(ring_[id & mask_]);
+  }
   return out;
 }
 
 uint64_t FlightRecorder::total() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(lock_);
   return next_;
 }
 

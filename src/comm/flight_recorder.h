@@ -4,17 +4,19 @@
 /// was enqueued, started and ended) in a ring buffer. With HOCCL_TRACE_DUMP set, every live recorder of the process
 /// is written as JSON to that file when a call fails (an error, a timeout, a peer's failure) and when the process
 /// receives SIGUSR1; `hoccl-trace` (tools/trace) reads the files of all ranks and says which rank is behind, on
-/// which call, and which calls differ. Recording costs two uncontended lock/unlock pairs and two reads of the
-/// coarse real-time clock per operation (times have the kernel tick's resolution, given in the dump).
+/// which call, and which calls differ. Recording costs an uncontended spin-lock/unlock pair and a read of the coarse
+/// real-time clock per operation, and as much again when it ends (times have the kernel tick's resolution, given in
+/// the dump). A small call that runs start to end on the calling thread ends untimed (doneUntimed): one store.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "base/collective.h"
+#include "base/spin_lock.h"
 #include "hoccl/hoccl.h"
 
 namespace hoccl {
@@ -64,10 +66,16 @@ class FlightRecorder {
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
   /// Records e (its id and enqueue time are set here) in state `state` (Enqueued or Running); returns its id.
-  uint64_t record(TraceEntry e, TraceState state);
+  uint64_t record(const TraceEntry& e, TraceState state);
   /// Moves operation `id` to `state` (Running sets the start time, Done/Failed the end time) and, when given, sets
   /// what runs it and its sequence number (seq >= 0). Nothing happens when the entry has already been overwritten.
   void update(uint64_t id, TraceState state, const char* algorithm = nullptr, int64_t seq = -1);
+  /// Moves operation `id` (Running) to Done without its end time (endNs stays 0) for the price of one store: no
+  /// lock, no clock. For the small calls of the fast path (src/comm/group.cc), whose microseconds the tick-resolution
+  /// clock cannot time anyway and which would otherwise pay the recorder more than their own work.
+  void doneUntimed(uint64_t id) {
+    if (!doneUntimed_.empty()) doneUntimed_[id & mask_].store(id + 1, std::memory_order_release);
+  }
   /// The kept entries, oldest first.
   std::vector<TraceEntry> snapshot() const;
   /// Operations recorded so far (including overwritten ones).
@@ -85,9 +93,15 @@ class FlightRecorder {
   static std::string dumpPath(int rank);
 
  private:
-  mutable std::mutex mutex_;
-  std::vector<TraceEntry> ring_;  // a power of two entries
+  // Applies slot's doneUntimed mark to its entry (under lock_).
+  void settle(uint64_t slot) const;
+
+  mutable SpinLock lock_;                 // record() and update() take it on every call: cheaper than a std::mutex
+  mutable std::vector<TraceEntry> ring_;  // a power of two entries (settle() may end an entry while reading)
   uint64_t mask_;
+  // Per slot: 1 + the id of the operation doneUntimed() ended there (0: none). A Running entry whose id matches is
+  // Done: update() and snapshot() apply it under the lock.
+  std::vector<std::atomic<uint64_t>> doneUntimed_;
   uint64_t next_ = 0;
   std::string commId_, name_;
   int rank_, nranks_;

@@ -37,15 +37,18 @@ GroupState& state() {
 // report, the call fails with the root's verdict (the same culprit and words on every rank) instead of what this
 // rank saw (often only a survivor stopping, or a peer's connection closing after it aborted).
 //
-// Every op's flight-recorder entry ends as done or failed here; a failure writes the dump (HOCCL_TRACE_DUMP).
+// Every op's flight-recorder entry ends as done (untimed with `endUntimed`: FlightRecorder::doneUntimed) or failed
+// here; a failure writes the dump (HOCCL_TRACE_DUMP).
 template <class F>
-void recordingFailures(const Op* ops, size_t n, F&& f) {
+void recordingFailures(const Op* ops, size_t n, F&& f, bool endUntimed = false) {
   auto finish = [&](TraceState state) {
     for (size_t i = 0; i < n; ++i) ops[i].comm->recorder().update(ops[i].traceId, state);
   };
   try {
     f();
-    finish(TraceState::Done);
+    if (endUntimed)
+      for (size_t i = 0; i < n; ++i) ops[i].comm->recorder().doneUntimed(ops[i].traceId);
+    else finish(TraceState::Done);
   } catch (const Error& e) {
     finish(TraceState::Failed);
     const std::string dumped = FlightRecorder::dumpAll(std::string("error: ") + e.what(), ops[0].comm->rank());
@@ -131,10 +134,17 @@ void start(Op& op, const char* algorithm) {
     rec.update(op.traceId, TraceState::Running, algorithm, coll ? static_cast<int64_t>(op.seq) : -1);
     return;
   }
+  if (!rec.enabled()) return;  // HOCCL_TRACE_SIZE=0
   TraceEntry e = traceEntryOf(op, algorithm);
   if (coll) e.seq = static_cast<int64_t>(op.seq);
   op.traceId = rec.record(e, TraceState::Running);
 }
+
+// A call on the fast path whose buffers are all smaller than this ends untimed in the flight recorder: it takes
+// microseconds, below the recorder clock's tick, and the recorder's lock and clock read at its end were a good part
+// of its time (2-rank all-reduce of 64 B, 20 alternated launches: 0.45 us a call without the recorder, 0.54 with
+// it; docs/performance.md, "Small calls").
+constexpr size_t kUntimedBelowBytes = size_t{1} << 20;
 
 // A single collective that the tuner gives to a transport's shortcut runs here, without planning or the executor;
 // false when op is not such a call.
@@ -143,10 +153,13 @@ bool runFastPath(Op& op) {
   const Resolved r = resolve(op);
   if (!r.decision->choice.shortcut) return false;
   start(op, r.decision->choice.shortcut->name());
-  recordingFailures(&op, 1, [&] {
+  recordingFailures(
+      &op, 1,
+      [&] {
     if (checkWanted(op)) checkCall(op);
     runShortcut(op, r);
-  });
+      },
+      buffersBelow(op, kUntimedBelowBytes));
   return true;
 }
 

@@ -237,6 +237,12 @@ void runShortcut(const Op& op, const Resolved& r) {
   r.decision->choice.shortcut->run(r.call, backoff);
 }
 
+bool buffersBelow(const Op& op, size_t bytes) {
+  // count < 2^20, a type of at most 16 bytes and fewer than 2^31 ranks: the product cannot overflow.
+  return bytes <= (size_t{1} << 20) && op.count < bytes &&
+         op.count * kernels::typeSize(op.dtype) * static_cast<size_t>(op.comm->nranks()) < bytes;
+}
+
 bool isInPlace(const Op& op) {
   const size_t elem = kernels::typeSize(op.dtype);
   const char* s = static_cast<const char*>(op.sendbuf);

@@ -1,6 +1,7 @@
 // The flight recorder's ring buffer (src/comm/flight_recorder.h): ids, wrap-around keeps the newest K in order,
-// updates of overwritten entries are ignored, state timings, capacity 0, the JSON form, HOCCL_TRACE_DUMP's %r/%p
-// substitution and a dump of every live recorder. Also the mismatch check's pure parts (src/comm/call_check.h): the
+// updates of overwritten entries are ignored, state timings, the untimed end of small calls, writers and a reader on
+// several threads, capacity 0, the JSON form, HOCCL_TRACE_DUMP's %r/%p substitution and a dump of every live
+// recorder. Also the mismatch check's pure parts (src/comm/call_check.h): the
 // default policy and how a fingerprint reads in messages.
 #include <catch2/catch.hpp>
 
@@ -10,6 +11,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -73,11 +76,68 @@ TEST_CASE("fewer operations than the capacity, and states with their times") {
   CHECK(entries[1].endNs >= entries[1].startNs);
 }
 
+TEST_CASE("doneUntimed ends a running entry as done without an end time") {
+  FlightRecorder rec(4, "tag", "", 0, 2);
+  const uint64_t a = rec.record(collective(0, 1), TraceState::Running);
+  const uint64_t b = rec.record(collective(1, 2), TraceState::Running);
+  rec.doneUntimed(a);
+  auto entries = rec.snapshot();
+  REQUIRE(entries.size() == 2);
+  CHECK(entries[0].state == TraceState::Done);
+  CHECK(entries[0].endNs == 0);
+  CHECK(entries[0].startNs > 0);
+  CHECK(entries[1].state == TraceState::Running);  // b is still running
+  // A timed update after an untimed end keeps the later state (a failure reported late wins).
+  rec.update(a, TraceState::Failed);
+  CHECK(rec.snapshot()[0].state == TraceState::Failed);
+  // A mark is for one id: the entry that reuses the slot is not ended by the mark of the one it overwrote.
+  rec.doneUntimed(b);
+  uint64_t last = b;
+  for (int i = 0; i < 4; ++i) last = rec.record(collective(2 + i, 3), TraceState::Running);  // wraps past a and b
+  entries = rec.snapshot();
+  REQUIRE(entries.size() == 4);
+  for (const auto& e : entries) CHECK(e.state == TraceState::Running);
+  // A late mark of an overwritten id changes nothing.
+  rec.doneUntimed(a);
+  for (const auto& e : rec.snapshot()) CHECK(e.state == TraceState::Running);
+  rec.doneUntimed(last);
+  const auto j = nlohmann::json::parse(rec.toJson());
+  const auto& newest = j["entries"][3];
+  CHECK(newest["state"] == "done");
+  CHECK(newest["end_ns"] == 0);
+  CHECK_FALSE(newest.contains("duration_us"));
+}
+
+TEST_CASE("record, update and snapshot from several threads at once keep every entry whole") {
+  FlightRecorder rec(16, "tag", "", 0, 2);
+  constexpr int kPerThread = 2000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&rec, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const uint64_t id = rec.record(collective(t, 1000 * t + 7), TraceState::Running);
+        if (i % 2) rec.doneUntimed(id);
+        else rec.update(id, TraceState::Done);
+      }
+    });
+  for (int i = 0; i < 200; ++i)
+    for (const auto& e : rec.snapshot()) {
+      // Each entry is one thread's, never a mix of two: its count and seq name the same thread.
+      REQUIRE(e.seq >= 0);
+      REQUIRE(e.seq < 3);
+      REQUIRE(e.count == size_t(1000 * e.seq + 7));
+    }
+  for (auto& t : threads) t.join();
+  CHECK(rec.total() == 3 * kPerThread);
+  for (const auto& e : rec.snapshot()) CHECK(e.state == TraceState::Done);
+}
+
 TEST_CASE("capacity 0 records nothing") {
   FlightRecorder rec(0, "tag", "", 0, 1);
   CHECK_FALSE(rec.enabled());
   rec.record(collective(0, 1), TraceState::Running);
   rec.update(0, TraceState::Done);
+  rec.doneUntimed(0);
   CHECK(rec.snapshot().empty());
   CHECK(rec.total() == 0);
 }
