@@ -2,7 +2,11 @@
  * The tuner: the one place that chooses what runs a collective call (see tuner.h).
  *
  * Schedules: the candidate algorithms' schedules for every rank are simulated by the cost model and the fastest
- * wins (a later candidate must be more than 1% faster to replace an earlier, preferred one: deterministic ties).
+ * wins. A later candidate must be more than 1% faster to replace an earlier, preferred one, or within 1% and
+ * sending smaller messages (deterministic ties). Smaller messages win ties because a step's working set then stays
+ * in the caches, which the model's constant rates cannot see: on one host HO-Ring's pipelined chunks and the ring
+ * are priced the same, and HO-Ring's 1 MiB and 256 KiB chunks ran the all-reduce of 2-16 MiB 1.1-1.9x faster than
+ * the ring on 2, 4 and 8 ranks, confirmed in two check-tuner runs (docs/model.md, runs n and r).
  * Predictions are cached per (collective, count, element size, root, chunk, in place, topology, candidates, link
  * model, whether the chunk is chosen).
  * Chunks: unless HOCCL_CHUNK_SIZE is set, an algorithm whose schedule depends on the pipelining chunk (HO-Ring; the
@@ -23,7 +27,9 @@
 
 #include "algo/predict.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <tuple>
 
@@ -95,6 +101,17 @@ std::vector<size_t> chunkChoices(const Algorithm& alg, const sched::CollArgs& ar
   return out;
 }
 
+// The largest message rank 0's schedule of alg sends, in elements: the tie-break of tune().
+size_t largestMessage(const Algorithm& alg, const sched::CollArgs& args, const topo::Topology& topo) {
+  sched::CollArgs first = args;
+  first.rank = 0;
+  size_t most = 0;
+  for (const sched::Step& step : alg.generate(first, topo).steps)
+    for (const sched::Prim& p : step.prims)
+      if (p.kind == sched::PrimKind::Send) most = std::max(most, p.count);
+  return most;
+}
+
 }  // namespace
 
 Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
@@ -111,6 +128,7 @@ Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elem
     if (auto it = cache.find(key); it != cache.end()) return it->second;
   }
   Choice best;
+  std::optional<size_t> bestMessage;  // largestMessage() of best, once a tie needs it
   std::string report;
   for (const Algorithm* a : c) {
     // This algorithm's chunk: the first (the default) unless another is predicted more than kChunkMargin faster.
@@ -136,7 +154,27 @@ Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elem
       if (beatsDefault && (!mine.algorithm || seconds < mine.seconds * 0.99))
         mine = Choice{nullptr, a, seconds, chunks[i]};
     }
-    if (mine.algorithm && (!best.algorithm || mine.seconds < best.seconds * 0.99)) best = mine;
+    if (!mine.algorithm) continue;
+    if (!best.algorithm || mine.seconds < best.seconds * 0.99) {
+      best = mine;
+      bestMessage.reset();
+      continue;
+    }
+    if (mine.seconds > best.seconds * 1.01) continue;
+    // A tie: the smaller messages win (see the file comment).
+    auto largest = [&](const Choice& ch) {
+      sched::CollArgs priced = args;
+      priced.chunkCount = ch.chunkCount;
+      return largestMessage(*ch.algorithm, priced, topo);
+    };
+    if (!bestMessage) bestMessage = largest(best);
+    const size_t mineMessage = largest(mine);
+    if (mineMessage < *bestMessage) {
+      report += fmt::format(" ({} wins the tie: messages of {} B against {} B)", a->name, mineMessage * elemSize,
+                            *bestMessage * elemSize);
+      best = mine;
+      bestMessage = mineMessage;
+    }
   }
   if (!best.algorithm) best = Choice{nullptr, c.front(), 0, args.chunkCount};
   HOCCL_INFO(kTuning, "{} count {} x {} B on {} ranks: predicted{} -> {}{}", sched::collName(args.coll), args.count,

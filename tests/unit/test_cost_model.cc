@@ -302,10 +302,30 @@ TEST_CASE("the tuner picks the faster algorithm and is deterministic", "[cost][t
   sched::CollArgs big{Coll::AllReduce, 0, 8, 4u << 20, 0, 0};
   CHECK(std::string(algo::tune(big, t, 4, both).name()) == "ho_ring");
   CHECK(algo::tune(big, t, 4, both).algorithm == &ho);  // cached, same answer
-  // One host: HO-Ring degenerates to a ring; the preferred (first) candidate wins the tie.
+  // One host: HO-Ring is a ring over chunks and the model prices the two within 1%. Above one chunk HO-Ring sends
+  // smaller messages (a chunk's parts, against the ring's count / ranks) and wins the tie; within one chunk both send
+  // the same messages and the preferred (first) candidate stays, in either order.
   topo::Topology one = topo::fromShape(1, 1, 4);
-  sched::CollArgs oneArgs{Coll::AllReduce, 0, 4, 1u << 20, 0, 0};
-  CHECK(std::string(algo::tune(oneArgs, one, 4, both).name()) == "ring");
+  sched::CollArgs fourChunks{Coll::AllReduce, 0, 4, 1u << 20, 0, 1u << 18};
+  const double ringSeconds = algo::tune(fourChunks, one, 4, {&ring}).seconds;
+  const double hoSeconds = algo::tune(fourChunks, one, 4, {&ho}).seconds;
+  INFO("ring " << ringSeconds << " s, ho_ring " << hoSeconds << " s");
+  REQUIRE(hoSeconds <= ringSeconds * 1.01);  // a tie, as the model sees it
+  REQUIRE(hoSeconds >= ringSeconds * 0.99);
+  CHECK(std::string(algo::tune(fourChunks, one, 4, both).name()) == "ho_ring");
+  sched::CollArgs oneChunk{Coll::AllReduce, 0, 4, 1u << 16, 0, 1u << 18};
+  CHECK(std::string(algo::tune(oneChunk, one, 4, both).name()) == "ring");
+  std::vector<const algo::Algorithm*> hoFirst{&ho, &ring};
+  CHECK(std::string(algo::tune(oneChunk, one, 4, hoFirst).name()) == "ho_ring");
+  // Smaller messages never beat a prediction more than 1% faster: with a per-step cost HO-Ring's extra steps (four
+  // chunks, each its own ring) make it slower than the ring, which then stays.
+  topo::LinkModel stepped = topo::LinkModel::fromParams();
+  stepped.step[hocclLinkIntraHost] = 50e-6;
+  const double ringStepped = algo::tune(fourChunks, one, 4, {&ring}, &stepped).seconds;
+  const double hoStepped = algo::tune(fourChunks, one, 4, {&ho}, &stepped).seconds;
+  INFO("with steps: ring " << ringStepped << " s, ho_ring " << hoStepped << " s");
+  REQUIRE(hoStepped > ringStepped * 1.01);
+  CHECK(std::string(algo::tune(fourChunks, one, 4, both, &stepped).name()) == "ring");
   unsetenv("HOCCL_LINK_BW_INTER_SWITCH");
 }
 
