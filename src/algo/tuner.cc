@@ -6,7 +6,8 @@
  * sending smaller messages (deterministic ties). Smaller messages win ties because a step's working set then stays
  * in the caches, which the model's constant rates cannot see: on one host HO-Ring's pipelined chunks and the ring
  * are priced the same, and HO-Ring's 1 MiB and 256 KiB chunks ran the all-reduce of 2-16 MiB 1.1-1.9x faster than
- * the ring on 2, 4 and 8 ranks, confirmed in two check-tuner runs (docs/model.md, runs n and r).
+ * the ring on 4 and 8 ranks, confirmed in two check-tuner runs (docs/model.md, runs n and r; on 2 ranks 1.7x in run
+ * n, a tie in session 16's launches).
  * Predictions are cached per (collective, count, element size, root, chunk, in place, topology, candidates, link
  * model, whether the chunk is chosen).
  * Chunks: unless HOCCL_CHUNK_SIZE is set, an algorithm whose schedule depends on the pipelining chunk (HO-Ring; the

@@ -153,13 +153,11 @@ bool runFastPath(Op& op) {
   const Resolved r = resolve(op);
   if (!r.decision->choice.shortcut) return false;
   start(op, r.decision->choice.shortcut->name());
-  recordingFailures(
-      &op, 1,
-      [&] {
+  auto run = [&] {
     if (checkWanted(op)) checkCall(op);
     runShortcut(op, r);
-      },
-      buffersBelow(op, kUntimedBelowBytes));
+  };
+  recordingFailures(&op, 1, run, buffersBelow(op, kUntimedBelowBytes));
   return true;
 }
 
