@@ -69,23 +69,6 @@ using Clock = std::chrono::steady_clock;
 
 bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter; }
 
-transport::CollCall callOf(const Op& op) {
-  transport::CollCall c;
-  c.coll = op.coll;
-  c.count = op.count;
-  c.dtype = op.dtype;
-  c.op = op.op;
-  c.root = op.root;
-  return c;
-}
-
-// Largest buffer of the collective on this communicator, in bytes.
-size_t payloadBytes(const Op& op) {
-  const transport::CollCall c = callOf(op);
-  const int n = op.comm->nranks();
-  return std::max(transport::inputBytes(c, n), transport::outputBytes(c, n));
-}
-
 // The state of one check: this rank's fingerprint, everybody's, and the channels it swaps them over.
 struct CheckState {
   Communicator* comm = nullptr;
@@ -427,9 +410,7 @@ bool mismatchCheckWanted(int mode, uint64_t seq, size_t bytes) {
 bool checkWanted(const Op& op) {
   const int mode = checkMode();
   if (mode == 0 || op.kind != Op::Kind::Collective || op.comm->nranks() <= 1) return false;
-  // Every call of the default policy past the first ones asks this: answer the small ones without the exact payload.
-  if (mode == 1 && op.seq >= kCheckFirstCalls && buffersBelow(op, kCheckMinBytes)) return false;
-  return mismatchCheckWanted(mode, op.seq, payloadBytes(op));
+  return mismatchCheckWanted(mode, op.seq, largestBufferBytes(op));
 }
 
 void checkCall(const Op& op) {

@@ -111,13 +111,8 @@ TraceEntry traceEntryOf(const Op& op, const char* algorithm) {
     e.bytes = op.count * kernels::typeSize(op.dtype);
     return e;
   }
-  transport::CollCall c;
-  c.coll = op.coll;
-  c.count = op.count;
-  c.dtype = op.dtype;
-  const int n = op.comm->nranks();
   e.coll = op.coll;
-  e.bytes = std::max(transport::inputBytes(c, n), transport::outputBytes(c, n));
+  e.bytes = largestBufferBytes(op);
   e.op = op.coll == Coll::AllReduce || op.coll == Coll::Reduce || op.coll == Coll::ReduceScatter ? op.op : -1;
   e.root = isRooted(op.coll) ? op.root : -1;
   return e;
@@ -157,7 +152,7 @@ bool runFastPath(Op& op) {
     if (checkWanted(op)) checkCall(op);
     runShortcut(op, r);
   };
-  recordingFailures(&op, 1, run, buffersBelow(op, kUntimedBelowBytes));
+  recordingFailures(&op, 1, run, largestBufferBytes(op) < kUntimedBelowBytes);
   return true;
 }
 

@@ -1,6 +1,7 @@
 // Planning: ops -> executor tasks (see plan.h).
 #include "comm/plan.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "algo/registry.h"
@@ -8,6 +9,7 @@
 #include "comm/host_level_plan.h"
 #include "comm/registered_plan.h"
 #include "comm/redop.h"
+#include "base/collective.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/params.h"
@@ -237,10 +239,9 @@ void runShortcut(const Op& op, const Resolved& r) {
   r.decision->choice.shortcut->run(r.call, backoff);
 }
 
-bool buffersBelow(const Op& op, size_t bytes) {
-  // count < 2^20, a type of at most 16 bytes and fewer than 2^31 ranks: the product cannot overflow.
-  return bytes <= (size_t{1} << 20) && op.count < bytes &&
-         op.count * kernels::typeSize(op.dtype) * static_cast<size_t>(op.comm->nranks()) < bytes;
+size_t largestBufferBytes(const Op& op) {
+  const BufferBlocks blocks = bufferBlocks(op.coll, op.comm->nranks());
+  return op.count * kernels::typeSize(op.dtype) * std::max(blocks.input, blocks.output);
 }
 
 bool isInPlace(const Op& op) {

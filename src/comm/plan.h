@@ -30,9 +30,9 @@ std::vector<exec::Task> planTasks(const std::vector<Op>& ops);
 /// Whether a collective call is in place as the C API defines it.
 bool isInPlace(const Op& op);
 
-/// Whether every buffer of collective op is smaller than `bytes` (< 2^20): a bound checked on every call, cheaper than
-/// the exact sizes (no buffer exceeds count x type size x ranks).
-bool buffersBelow(const Op& op, size_t bytes);
+/// Bytes of the largest buffer of collective op on this rank's communicator (nccl-tests' "size": count x type size x
+/// the blocks of its larger buffer, base/collective.h).
+size_t largestBufferBytes(const Op& op);
 
 /// A short description for messages: "AllReduce(count=1024, float, sum)".
 std::string describeOp(const Op& op);
