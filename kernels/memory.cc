@@ -3,6 +3,7 @@
 #include "kernels/memory.h"
 
 #include "base/error.h"
+#include "kernels/cpu/copy.h"
 #include "kernels/cuda/cuda_driver.h"
 #include "kernels/device/device.h"
 #include "kernels/shared_mem.h"

@@ -13,6 +13,7 @@
 #include <functional>
 #include <vector>
 
+#include "kernels/cpu/copy.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/reduce_isa.h"
 

@@ -1,5 +1,5 @@
 // The public CPU kernel entry points: type tables, the run-time choice between the AVX2 and baseline loops,
-// double conversions for references, and the large-buffer copy.
+// and double conversions for references.
 #include "kernels/cpu/reduce.h"
 
 #include <cmath>
@@ -9,10 +9,6 @@
 
 #include "kernels/cpu/reduce_isa.h"
 #include "kernels/types.h"
-
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#endif
 
 namespace hoccl::kernels {
 namespace {
@@ -160,42 +156,6 @@ void fromDouble(double v, void* elem, hocclDataType_t dt) {
     case hocclFloat8e5m2: storeAs(fromFloat<fp8e5m2_t>(roundToOddFloat(v)), elem); break;
     default: break;
   }
-}
-
-void copy(void* dst, const void* src, size_t bytes) {
-  if (bytes != 0) std::memcpy(dst, src, bytes);
-}
-
-void copyStreaming(void* dst, const void* src, size_t bytes) {
-#if defined(__x86_64__)
-  constexpr size_t kLine = 64;
-  auto* d = static_cast<char*>(dst);
-  const auto* s = static_cast<const char*>(src);
-  if (bytes < 4 * kLine) {
-    copy(d, s, bytes);
-    return;
-  }
-  // Whole destination lines only: a partly streamed line would be merged with memory by the CPU, which is slow.
-  const size_t head = (kLine - reinterpret_cast<uintptr_t>(d) % kLine) % kLine;
-  copy(d, s, head);
-  d += head;
-  s += head;
-  bytes -= head;
-  for (; bytes >= kLine; bytes -= kLine, d += kLine, s += kLine) {
-    const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-    const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
-    const __m128i x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
-    const __m128i x3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d), x0);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16), x1);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 32), x2);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 48), x3);
-  }
-  copy(d, s, bytes);
-  _mm_sfence();  // streamed stores are weakly ordered: order them before whatever the caller publishes next
-#else
-  copy(dst, src, bytes);
-#endif
 }
 
 }  // namespace hoccl::kernels

@@ -1,5 +1,5 @@
 /// @file reduce.h
-/// CPU reduction and copy kernels called by the executor, the perf tools and the tests. Host memory only.
+/// CPU reduction kernels called by the executor, the perf tools and the tests. Host memory only.
 ///
 /// Every function dispatches once on the data type (and the binary operation) to a vectorised loop. On x86-64
 /// machines with AVX2 and F16C the loops compiled for that ISA are used (chosen once, at first call); otherwise the
@@ -42,16 +42,6 @@ double toDouble(const void* elem, hocclDataType_t dt);
 /// Writes v as one element, rounded as the type rounds: a single round-to-nearest-even for floating types (fp16
 /// and bf16 overflow to inf, fp8 saturates); integers are rounded to nearest, clamped to the type's range, NaN -> 0.
 void fromDouble(double v, void* elem, hocclDataType_t dt);
-
-/// memcpy semantics (no overlap), tuned for large buffers.
-void copy(void* dst, const void* src, size_t bytes);
-
-/// memcpy semantics (no overlap) with stores that bypass the caches (non-temporal) on x86-64: the destination's lines
-/// are written without being read first, and are not left in the cache. For large destinations that nobody reads
-/// soon (the peers' outputs of a zero-copy collective); slower than copy() when the destination is read right away.
-/// Ends with a store fence, so the bytes are ordered before any later store (a release that hands them on). Other
-/// machines: copy().
-void copyStreaming(void* dst, const void* src, size_t bytes);
 
 /// The instruction set the loops run with: "avx2" or "baseline".
 const char* isaName();

@@ -19,6 +19,7 @@
 
 #include "base/error.h"
 #include "base/params.h"
+#include "kernels/cpu/copy.h"
 #include "kernels/memory.h"
 
 namespace hoccl::exec {
@@ -174,7 +175,7 @@ void StagedChannel::deliver(RecvOp* op, size_t at, const void* data, size_t len)
                     peer(), len, at, op->bytes, pieceBytes_));
   const int slot = takeRecvSlot();
   Slot& s = recvSlots_[static_cast<size_t>(slot)];
-  std::memcpy(s.data, data, len);  // host to pinned host: the transport reuses its buffer when the sink returns
+  kernels::copy(s.data, data, len);  // host to pinned host: the transport reuses its buffer when the sink returns
   void* stream = kernels::deviceStream();
   if (op->src) dev_.launchReduce(stream, op->dst + at, op->src + at, s.data, len / op->elemSize, op->dtype, op->op);
   else dev_.launchCopy(stream, op->dst + at, s.data, len);

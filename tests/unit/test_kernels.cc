@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 #include <vector>
+#include "kernels/cpu/copy.h"
 
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/reduce_isa.h"
@@ -697,6 +698,35 @@ TEST_CASE("copy matches memcpy for odd sizes and offsets", "[kernels]") {
     CHECK(std::memcmp(dst.data() + 3, src.data() + 1, bytes) == 0);
     CHECK(dst[0] == 0);
     CHECK(dst[bytes + 3] == 0);
+  }
+}
+
+TEST_CASE("copy is exact for every offset of the destination against the source, around glibc's thresholds",
+          "[kernels]") {
+  // The skewed pairs (destination 1-31 bytes past the source in a cache line) take copy()'s own loop from
+  // kSkewedCopyMinBytes up; the others memcpy. Every relative offset, both sides of the threshold, odd tails.
+  std::mt19937_64 rng(3);
+  const size_t sizes[] = {k::kSkewedCopyMinBytes, k::kSkewedCopyMinBytes + 1, 4096 + 3, (64 << 10) + 17, 300001};
+  for (size_t bytes : sizes) {
+    for (size_t srcOff : {size_t(0), size_t(5), size_t(16)}) {
+      for (size_t skew = 0; skew < 64; ++skew) {
+        const size_t dstOff = (srcOff + skew) % 64;
+        Bytes src(bytes + 128), dst(bytes + 128, 0x5A);
+        for (auto& c : src) c = static_cast<unsigned char>(rng());
+        // Bytes' storage is only 16-byte aligned: place both pointers from a 64-byte boundary of each buffer.
+        auto line = [](unsigned char* p) { return p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64; };
+        unsigned char* d = line(dst.data()) + dstOff;
+        const unsigned char* s = line(src.data()) + srcOff;
+        INFO("bytes " << bytes << ", source offset " << srcOff << ", destination offset " << dstOff);
+        CHECK(k::skewedForMemcpy(d, s, bytes) == (skew >= 1 && skew <= 31 && bytes > k::kSkewedCopyMinBytes));
+        k::copy(d, s, bytes);
+        CHECK(std::memcmp(d, s, bytes) == 0);
+        size_t outside = 0;
+        for (unsigned char* p = dst.data(); p < dst.data() + dst.size(); ++p)
+          if ((p < d || p >= d + bytes) && *p != 0x5A) ++outside;
+        CHECK(outside == 0);
+      }
+    }
   }
 }
 

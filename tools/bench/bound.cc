@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "base/wait.h"
+#include "kernels/cpu/copy.h"
 #include "kernels/cpu/reduce.h"
 
 namespace {

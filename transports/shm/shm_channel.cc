@@ -22,6 +22,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "kernels/cpu/copy.h"
 #include "transports/shm/shm_file.h"
 #include "transports/transport_util.h"
 
@@ -181,7 +182,8 @@ bool ShmChannel::progressSends() {
     size_t n = std::min<size_t>(slotBytes, s.bytes - s.done);
     SlotInfo& info = outHdr_->info[outHead_ % slots];
     const bool inlined = s.done == 0 && n <= kInlineBytes;
-    std::memcpy(inlined ? info.inlineData : out_->slot(outHead_), s.data + s.done, n);
+    if (inlined) std::memcpy(info.inlineData, s.data, n);
+    else kernels::copy(out_->slot(outHead_), s.data + s.done, n);  // whatever the buffer's offset in its line
     s.done += n;
     info.bytes = static_cast<uint32_t>(n);
     info.last = s.done == s.bytes ? 1 : 0;
@@ -216,7 +218,7 @@ bool ShmChannel::progressRecvs() {
                       describePeer(peer_), r.bytes, sent, r.done));
     }
     const char* src = info.kind == kSlotInline ? info.inlineData : in_->slot(inTail_);
-    if (r.target.direct) std::memcpy(static_cast<char*>(r.target.direct) + r.done, src, info.bytes);
+    if (r.target.direct) kernels::copy(static_cast<char*>(r.target.direct) + r.done, src, info.bytes);
     else r.target.sink(src, r.done, info.bytes);
     r.done += info.bytes;
     inHdr_->tail.store(++inTail_, std::memory_order_release);

@@ -45,6 +45,7 @@
 
 #include "base/error.h"
 #include "base/params.h"
+#include "kernels/cpu/copy.h"
 #include "kernels/shared_mem.h"
 #include "transports/shm/shm_price.h"
 #include "transports/shm/shm_small.h"
@@ -292,13 +293,13 @@ void SingleCopyOp::zeroCopyPhase() {
 
 // Copies `bytes` from `remote` in peer's address space to `local` (or the other way round when push). When the two
 // sit at different offsets within a cache line, the kernel's copy crawls (alignedLike); from kBounceMinBytes up the
-// bytes then go through a buffer of this thread's laid out like `remote`, a piece at a time, and a memcpy (which
-// copies misaligned data at full speed) does the rest.
+// bytes then go through a buffer of this thread's laid out like `remote`, a piece at a time, and kernels::copy (which
+// copies misaligned data at full speed, kernels/cpu/copy.cc) does the rest.
 void SingleCopyOp::crossCopy(int peer, char* local, const char* remote, size_t bytes, bool push) const {
   const pid_t pid = s_.ctx().connect->peers[peer].pid;
   if (pid == getpid()) {  // a thread of this process (hocclCommInitAll): same address space
-    if (push) std::memcpy(const_cast<char*>(remote), local, bytes);
-    else std::memcpy(local, remote, bytes);
+    if (push) kernels::copy(const_cast<char*>(remote), local, bytes);
+    else kernels::copy(local, remote, bytes);
     return;
   }
   const bool misaligned = (reinterpret_cast<uintptr_t>(local) - reinterpret_cast<uintptr_t>(remote)) % kCacheLine != 0;
@@ -308,9 +309,9 @@ void SingleCopyOp::crossCopy(int peer, char* local, const char* remote, size_t b
     for (size_t x = 0; x < bytes; x += kPiece) {
       const size_t m = std::min(kPiece, bytes - x);
       char* bounce = alignedLike(bounceBuffer.data(), remote + x);
-      if (push) std::memcpy(bounce, local + x, m);
+      if (push) kernels::copy(bounce, local + x, m);
       kernelCopy(peer, pid, bounce, remote + x, m, push);
-      if (!push) std::memcpy(local + x, bounce, m);
+      if (!push) kernels::copy(local + x, bounce, m);
     }
     return;
   }

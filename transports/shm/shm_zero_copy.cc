@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/cpu/copy.h"
 #include "kernels/memory.h"
 
 namespace hoccl::transport::shm {
