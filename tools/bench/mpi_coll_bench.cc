@@ -3,13 +3,16 @@
 // average over ranks, nccl-tests' algbw/busbw formulas), printing rows in the perf tools' column layout:
 //   size  count  type  redop  root  time(us)  algbw  busbw  #wrong
 // Usage: mpirun -np N mpi_coll_bench allreduce|allgather|reducescatter|bcast -b MIN -e MAX -f FACTOR -n ITERS -w WARM
+// The buffers are page-aligned, as the perf tools' are (perf/rank.cc): a buffer from malloc starts 16 bytes into its
+// page, where glibc's memcpy crawls on some CPUs (kernels/cpu/copy.cc), and both sides must be measured alike.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
-#include <vector>
 
 namespace {
 
@@ -26,6 +29,24 @@ size_t parseSize(const char* s) {
     default: break;
   }
   return static_cast<size_t>(v);
+}
+
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<float[], FreeDeleter>;
+
+// count floats (at least one), page-aligned, every element `value`.
+Buffer pageAligned(size_t count, float value) {
+  count = std::max<size_t>(count, 1);
+  const size_t bytes = (count * sizeof(float) + 4095) / 4096 * 4096;
+  Buffer b(static_cast<float*>(std::aligned_alloc(4096, bytes)));
+  if (!b) {
+    std::fprintf(stderr, "mpi_coll_bench: cannot allocate %zu bytes\n", bytes);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  std::fill(b.get(), b.get() + count, value);
+  return b;
 }
 
 }  // namespace
@@ -60,14 +81,14 @@ int main(int argc, char** argv) {
     if (nway) count = (bytes / n / 16 * 16) / sizeof(float);
     size_t sendCount = coll == "reducescatter" ? count * n : count;
     size_t recvCount = coll == "allgather" ? count * n : count;
-    std::vector<float> send(std::max<size_t>(sendCount, 1), 1.0f), recv(std::max<size_t>(recvCount, 1), 0.0f);
+    Buffer send = pageAligned(sendCount, 1.0f), recv = pageAligned(recvCount, 0.0f);
     auto run = [&] {
-      if (coll == "allreduce") MPI_Allreduce(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      if (coll == "allreduce") MPI_Allreduce(send.get(), recv.get(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       else if (coll == "allgather")
-        MPI_Allgather(send.data(), count, MPI_FLOAT, recv.data(), count, MPI_FLOAT, MPI_COMM_WORLD);
+        MPI_Allgather(send.get(), count, MPI_FLOAT, recv.get(), count, MPI_FLOAT, MPI_COMM_WORLD);
       else if (coll == "reducescatter")
-        MPI_Reduce_scatter_block(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-      else MPI_Bcast(send.data(), count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        MPI_Reduce_scatter_block(send.get(), recv.get(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      else MPI_Bcast(send.get(), count, MPI_FLOAT, 0, MPI_COMM_WORLD);
     };
     for (int i = 0; i < warmup; ++i) run();
     MPI_Barrier(MPI_COMM_WORLD);
