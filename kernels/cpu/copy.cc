@@ -33,8 +33,10 @@ constexpr size_t kLine = 64;
 // Bytes until p's next cache-line boundary (0 when p is on one).
 size_t toLine(const char* p) { return (kLine - reinterpret_cast<uintptr_t>(p) % kLine) % kLine; }
 
-// The skewed case: aligned 16-byte stores, unaligned loads. bytes > kLine.
-void copyByLines(char* d, const char* s, size_t bytes) {
+// Copies bytes (> kLine) as: the head up to d's next cache line with memcpy (under 64 bytes: vector moves), whole
+// destination lines with unaligned 16-byte loads and `store` (an aligned 16-byte store of some kind), the tail.
+template <typename Store>
+void copyByLines(char* d, const char* s, size_t bytes, Store store) {
   const size_t head = toLine(d);
   std::memcpy(d, s, head);
   d += head;
@@ -45,10 +47,10 @@ void copyByLines(char* d, const char* s, size_t bytes) {
     const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
     const __m128i x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
     const __m128i x3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 48));
-    _mm_store_si128(reinterpret_cast<__m128i*>(d), x0);
-    _mm_store_si128(reinterpret_cast<__m128i*>(d + 16), x1);
-    _mm_store_si128(reinterpret_cast<__m128i*>(d + 32), x2);
-    _mm_store_si128(reinterpret_cast<__m128i*>(d + 48), x3);
+    store(reinterpret_cast<__m128i*>(d), x0);
+    store(reinterpret_cast<__m128i*>(d + 16), x1);
+    store(reinterpret_cast<__m128i*>(d + 32), x2);
+    store(reinterpret_cast<__m128i*>(d + 48), x3);
   }
   std::memcpy(d, s, bytes);
 }
@@ -65,7 +67,8 @@ void copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
 #if defined(__x86_64__)
   if (skewedForMemcpy(dst, src, bytes)) {
-    copyByLines(static_cast<char*>(dst), static_cast<const char*>(src), bytes);
+    copyByLines(static_cast<char*>(dst), static_cast<const char*>(src), bytes,
+                [](__m128i* p, __m128i x) { _mm_store_si128(p, x); });
     return;
   }
 #endif
@@ -81,22 +84,7 @@ void copyStreaming(void* dst, const void* src, size_t bytes) {
     return;
   }
   // Whole destination lines only: a partly streamed line would be merged with memory by the CPU, which is slow.
-  const size_t head = toLine(d);
-  std::memcpy(d, s, head);
-  d += head;
-  s += head;
-  bytes -= head;
-  for (; bytes >= kLine; bytes -= kLine, d += kLine, s += kLine) {
-    const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-    const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
-    const __m128i x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
-    const __m128i x3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d), x0);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16), x1);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 32), x2);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 48), x3);
-  }
-  std::memcpy(d, s, bytes);
+  copyByLines(d, s, bytes, [](__m128i* p, __m128i x) { _mm_stream_si128(p, x); });
   _mm_sfence();  // streamed stores are weakly ordered: order them before whatever the caller publishes next
 #else
   copy(dst, src, bytes);
