@@ -29,6 +29,7 @@
 #include "algo/predict.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <mutex>
@@ -129,7 +130,8 @@ Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elem
     if (auto it = cache.find(key); it != cache.end()) return it->second;
   }
   Choice best;
-  std::optional<size_t> bestMessage;  // largestMessage() of best, once a tie needs it
+  constexpr size_t kNotYet = SIZE_MAX;
+  size_t bestMessage = kNotYet;  // largestMessage() of best, once a tie needs it
   std::string report;
   for (const Algorithm* a : c) {
     // This algorithm's chunk: the first (the default) unless another is predicted more than kChunkMargin faster.
@@ -158,7 +160,7 @@ Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elem
     if (!mine.algorithm) continue;
     if (!best.algorithm || mine.seconds < best.seconds * 0.99) {
       best = mine;
-      bestMessage.reset();
+      bestMessage = kNotYet;
       continue;
     }
     if (mine.seconds > best.seconds * 1.01) continue;
@@ -168,11 +170,11 @@ Choice tune(const sched::CollArgs& args, const topo::Topology& topo, size_t elem
       priced.chunkCount = ch.chunkCount;
       return largestMessage(*ch.algorithm, priced, topo);
     };
-    if (!bestMessage) bestMessage = largest(best);
+    if (bestMessage == kNotYet) bestMessage = largest(best);
     const size_t mineMessage = largest(mine);
-    if (mineMessage < *bestMessage) {
+    if (mineMessage < bestMessage) {
       report += fmt::format(" ({} wins the tie: messages of {} B against {} B)", a->name, mineMessage * elemSize,
-                            *bestMessage * elemSize);
+                            bestMessage * elemSize);
       best = mine;
       bestMessage = mineMessage;
     }
