@@ -2,18 +2,19 @@
  * Host copies that stay fast whatever the pointers' alignment.
  *
  * Why not memcpy alone: from 2 KiB up to its non-temporal threshold (about 512 KiB on the build machines) glibc's
- * memcpy copies with `rep movsb` on CPUs that advertise fast string moves (ERMS/FSRM). On AMD EPYC (the build
- * machines; glibc 2.36) that instruction runs at about 2 GB/s instead of 30-50 GB/s when the destination lies 1 to
- * 31 bytes past the source modulo 64 (measured with a 64 KiB copy: destination +16 against an aligned source 2.1
- * GB/s, +32 or +48 43 GB/s, both aligned 44-48 GB/s; every other pair of offsets is fast). That is the common case
- * for hoccl: the shared-memory slots are page-aligned, and a buffer from malloc (numpy's arrays, most C programs)
- * starts 16 bytes into its page, so every piece received into such a buffer crawled (2-rank all-gather of 1 MiB on
- * buffers offset by 16 bytes: 4-5x slower than on aligned ones).
+ * memcpy copies with `rep movsb` on CPUs that advertise fast string moves (ERMS/FSRM). On AMD EPYC (the build machines;
+ * glibc 2.36) that instruction runs at about 2 GB/s instead of 30-50 GB/s when the destination lies 1 to 31 bytes past
+ * the source modulo 64 (`tools/bench/copy_skew`, 64 KiB: destination +8/+16/+24 against a page-aligned source 2.0 GB/s,
+ * +0/+32 41; every other pair of offsets is fast). That is the common case for hoccl: the shared-memory slots are
+ * page-aligned, and a buffer from malloc (numpy's arrays, most C programs) starts 16 bytes into its page, so every
+ * piece received into such a buffer crawled (2-rank all-gather of 512 KiB on buffers offset by 16 bytes: 4-5x slower
+ * than on aligned ones).
  *
- * The loop for that case: copy the head up to the destination's next cache line with memcpy (under 64 bytes:
- * vector moves), then 64 bytes per iteration with unaligned 16-byte loads and aligned stores (SSE2: every x86-64
- * CPU), then the tail. It runs at 27-37 GB/s in the caches on the same machine and at memory speed beyond. Every
- * other pair of pointers, and every copy of at most 2 KiB, goes to memcpy unchanged.
+ * The loop for that case: copy the head up to the destination's next cache line with memcpy (under 64 bytes: vector
+ * moves), then 64 bytes per iteration with unaligned 16-byte loads and aligned stores (SSE2: every x86-64 CPU), then
+ * the tail. It runs at 30-38 GB/s in the caches on the same machine; past glibc's threshold (at 1 MiB) it is 10-20%
+ * slower than memcpy, a cost kept because that threshold depends on the machine's caches. Every other pair of pointers,
+ * and every copy of at most 2 KiB, goes to memcpy unchanged.
  */
 #include "kernels/cpu/copy.h"
 

@@ -11,8 +11,8 @@
 #include <random>
 #include <string>
 #include <vector>
-#include "kernels/cpu/copy.h"
 
+#include "kernels/cpu/copy.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/reduce_isa.h"
 #include "kernels/reduce_ops.h"

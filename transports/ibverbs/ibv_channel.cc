@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "base/wait.h"
+#include "kernels/cpu/copy.h"
 #include "transports/ibverbs/wc_error.h"
 #include "transports/transport_util.h"
 
@@ -311,7 +312,7 @@ bool IbvChannel::deliverChunks() {
       fail(fmt::format("chunk {} claims bytes {}..{} of a {}-byte message, {} delivered so far", seq, h.offset,
                        h.offset + h.chunkBytes, m.bytes, m.delivered));
     const char* payload = slot + kChunkHeaderBytes;
-    if (m.target.direct) std::memcpy(static_cast<char*>(m.target.direct) + m.delivered, payload, h.chunkBytes);
+    if (m.target.direct) kernels::copy(static_cast<char*>(m.target.direct) + m.delivered, payload, h.chunkBytes);
     else m.target.sink(payload, m.delivered, h.chunkBytes);
     m.delivered += h.chunkBytes;
     ret_.consumed();
@@ -359,7 +360,7 @@ bool IbvChannel::postChunks() {
     h.chunkBytes = static_cast<uint32_t>(len);
     h.magic = kChunkMagic;
     std::memcpy(staging, &h, sizeof(h));
-    std::memcpy(staging + kChunkHeaderBytes, m.data + m.offset, len);
+    kernels::copy(staging + kChunkHeaderBytes, m.data + m.offset, len);
     const uint64_t raddr = remote_.ringAddr + (seq % slots_) * slotBytes_;
     const uint32_t total = static_cast<uint32_t>(kChunkHeaderBytes + len);
     if (adaptiveRouting_) {
