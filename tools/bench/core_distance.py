@@ -1,0 +1,41 @@
+"""Near and far cores, for the benchmark scripts (compare-mpi, check-tuner).
+
+The build machines' two vCPUs sit on cores that share a last-level cache ("near": a cache line's round trip between
+them takes 100-120 ns) or on cores that do not ("far": 470-540 ns), and the hypervisor moves them between the two
+every few seconds to minutes; nothing inside the machine can see it (hwloc reports one shared L3 either way). Every
+transfer that hands cache lines from one core to the other (hoccl's shm slots, Open MPI's shared-memory fragments)
+runs 3-5x slower on far cores (docs/performance.md, "Near and far cores"). A launch bracketed by two probes
+(tools/bench/core_pingpong) is labelled with what they saw, so that a comparison uses launches of one state.
+"""
+import os
+import subprocess
+
+# A launch is near when both probes read below NEAR_NS, far when both read above FAR_NS, else mixed (the cores
+# moved during the launch). The build machines read 100-120 ns and 470-540 ns; another machine may need others.
+NEAR_NS = 200.0
+FAR_NS = 300.0
+
+
+def probe(build):
+    """Nanoseconds of a cache line's round trip between CPUs 0 and 1, or None on a machine of one CPU."""
+    if (os.cpu_count() or 1) < 2:
+        return None
+    tool = os.path.join(build, "tools", "bench", "core_pingpong")
+    out = subprocess.run([tool], check=True, text=True, capture_output=True).stdout
+    return float(out.split()[0])
+
+
+def label(before, after, near_ns=NEAR_NS, far_ns=FAR_NS):
+    """"near", "far" or "mixed" for a launch whose probes read `before` and `after` (None: one CPU, near)."""
+    if before is None or after is None:
+        return "near"
+    if max(before, after) < near_ns:
+        return "near"
+    return "far" if min(before, after) > far_ns else "mixed"
+
+
+def labelled(build, run, near_ns=NEAR_NS, far_ns=FAR_NS):
+    """(run(), its label): run bracketed by two probes."""
+    before = probe(build)
+    result = run()
+    return result, label(before, probe(build), near_ns, far_ns)
