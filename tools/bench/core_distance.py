@@ -4,7 +4,7 @@ The build machines' two vCPUs sit on cores that share a last-level cache ("near"
 them takes 100-120 ns) or on cores that do not ("far": 470-540 ns), and the hypervisor moves them between the two
 every few seconds to minutes; nothing inside the machine can see it (hwloc reports one shared L3 either way). Every
 transfer that hands cache lines from one core to the other (hoccl's shm slots, Open MPI's shared-memory fragments)
-runs 3-5x slower on far cores (docs/performance.md, "Near and far cores"). A launch bracketed by two probes
+runs 2-7x slower on far cores (docs/performance.md, "Near and far cores"). A launch bracketed by two probes
 (tools/bench/core_pingpong) is labelled with what they saw, so that a comparison uses launches of one state.
 """
 import os

@@ -7,7 +7,7 @@
 // last-level cache (about 110 ns here) or on cores that do not (about 500 ns), and moves them every few seconds to
 // minutes while nothing inside the machine can see it (hwloc reports one shared L3 either way). Every transfer that
 // hands cache lines from one core to the other (hoccl's shm slots, a reduction reading a peer's output) then runs
-// 3-5x slower, while a copy that reads a peer's unchanged buffer once (process_vm_readv) barely changes
+// 2-7x slower, while a copy that reads a peer's unchanged buffer once (process_vm_readv) barely changes
 // (docs/performance.md, "Near and far cores"). tools/bench/compare-mpi and check-tuner run this before and after
 // each launch and label the launch with what they saw.
 #include <pthread.h>
