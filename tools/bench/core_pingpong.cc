@@ -30,7 +30,9 @@ struct alignas(64) Line {
   std::atomic<int> value{0};
 };
 
+// Pins the calling thread to `cpu`; false when it cannot (a CPU outside this process's mask or outside cpu_set_t).
 bool pin(int cpu) {
+  if (cpu < 0 || cpu >= CPU_SETSIZE) return false;
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
