@@ -19,11 +19,13 @@ FAR_NS = 300.0
 
 
 def probe(build):
-    """Nanoseconds of a cache line's round trip between CPUs 0 and 1, or None on a machine of one CPU."""
-    if (os.cpu_count() or 1) < 2:
+    """Nanoseconds of a cache line's round trip between the first two CPUs this process may run on (CPUs 0 and 1 on
+    the build machines), or None when it may run on one CPU only."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
         return None
     tool = os.path.join(build, "tools", "bench", "core_pingpong")
-    out = subprocess.run([tool], check=True, text=True, capture_output=True).stdout
+    out = subprocess.run([tool, str(cpus[0]), str(cpus[1])], check=True, text=True, capture_output=True).stdout
     return float(out.split()[0])
 
 
