@@ -1,5 +1,5 @@
 """The benchmark scripts' shared helpers (tools/bench/core_distance.py, tools/bench/perf_output.py) and the probe
-they run (tools/bench/core_pingpong): labels at and around the thresholds, the perf rows' columns, and a real probe.
+they run (tools/bench/core_pingpong): labels at and around the thresholds, the perf rows' columns, size names, and a real probe.
 Usage: python3 test_bench_helpers.py BUILD_DIR   (PYTHONPATH holds tools/bench)"""
 import os
 import subprocess
@@ -37,6 +37,9 @@ def main():
     check(perf_output.rows(text) == {1024: 2.5, 1048576: 70.25}, f"out-of-place rows: {perf_output.rows(text)}")
     check(perf_output.rows(text, in_place=True) == {1024: 1.75, 1048576: 69.0, 2048: 3.0},
           f"in-place rows: {perf_output.rows(text, True)}")
+
+    sizes = [perf_output.human(b) for b in (8, 1023, 1024, 262144, 3 << 19, 16 << 20, 1 << 30)]
+    check(sizes == ["8 B", "1023 B", "1 KiB", "256 KiB", "1.5 MiB", "16 MiB", "1 GiB"], f"size names: {sizes}")
 
     if len(os.sched_getaffinity(0)) >= 2:
         ns = core_distance.probe(build)

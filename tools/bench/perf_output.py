@@ -1,4 +1,5 @@
-"""Reading the perf tools' output (nccl-tests style rows), for the benchmark scripts beside this file."""
+"""Reading the perf tools' output (nccl-tests style rows) and naming sizes, for the benchmark scripts beside this
+file."""
 
 
 def rows(output, in_place=False):
@@ -17,3 +18,11 @@ def rows(output, in_place=False):
             except ValueError:
                 pass
     return out
+
+
+def human(size):
+    """A size in bytes as the tables print it: "8 B", "256 KiB", "16 MiB", "1 GiB"."""
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= div:
+            return f"{size / div:g} {unit}"
+    return f"{size} B"
