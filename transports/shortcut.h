@@ -90,6 +90,9 @@ class Shortcut {
   /// see what makes the schedules faster in part of its range says no there (HOCCL_ALGO still forces it, and its
   /// registered path, predictRegisteredSeconds, is still weighed). The same answer on every rank. Default: yes.
   virtual bool choosableOnOrdinaryBuffers(const CollCall& /*call*/) const { return true; }
+  /// Whether the online choice (src/comm/online_choice.h) may time it against the best schedule for `call` (canRun
+  /// was true) and pick whichever measures faster. Default: yes.
+  virtual bool worthTryingOnline(const CollCall& /*call*/) const { return true; }
   /// Predicted seconds for `call` with the link parameters `model` (the tuner compares it with schedules), on
   /// ordinary buffers.
   virtual double predictSeconds(const CollCall& call, const topo::LinkModel& model) const = 0;

@@ -256,4 +256,24 @@ Choice decide(const transport::CollCall& call, const sched::CollArgs& args, cons
   return best;
 }
 
+std::optional<Choice> runnerUp(const transport::CollCall& call, const sched::CollArgs& args, const topo::Topology& topo,
+                               size_t elemSize, const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts,
+                               const topo::LinkModel& model, const Choice& chosen) {
+  if (!params::ALGO.get().empty()) return std::nullopt;  // forced: nothing to try
+  if (chosen.shortcut) {
+    if (!chosen.shortcut->worthTryingOnline(call)) return std::nullopt;
+    static const bool chooseChunk = !params::CHUNK_SIZE.isSet();
+    const auto candidates = algo::candidates(args, topo);
+    if (candidates.empty()) return std::nullopt;
+    return tune(args, topo, elemSize, candidates, &model, chooseChunk);
+  }
+  std::optional<Choice> best;
+  for (const auto& s : shortcuts) {
+    if (!s->canRun(call) || !s->worthTryingOnline(call)) continue;
+    const double seconds = s->predictSeconds(call, model);
+    if (!best || seconds < best->seconds) best = Choice{s.get(), nullptr, seconds, args.chunkCount};
+  }
+  return best;
+}
+
 }  // namespace hoccl::algo

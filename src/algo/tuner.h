@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "algo/registry.h"
@@ -71,6 +72,16 @@ topo::Prediction predictAlgorithm(const Algorithm& alg, const sched::CollArgs& a
 Choice decide(const transport::CollCall& call, const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
               const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts,
               const topo::LinkModel* model = nullptr);
+
+/// The runner-up of the other kind for `chosen` (decide's choice for the same call), for the online choice between
+/// the two (comm/online_choice.h): when `chosen` is a schedule, the shortcut predicted fastest among those that can
+/// run the call and are worth trying online (Shortcut::worthTryingOnline; choosableOnOrdinaryBuffers is not asked:
+/// the measurement decides); when `chosen` is such a shortcut, the best schedule (with its chunk). Nullopt when
+/// HOCCL_ALGO forces the choice, when `chosen` is a shortcut not worth trying online, or when there is no such
+/// runner-up. The same on every rank for the same inputs.
+std::optional<Choice> runnerUp(const transport::CollCall& call, const sched::CollArgs& args, const topo::Topology& topo,
+                               size_t elemSize, const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts,
+                               const topo::LinkModel& model, const Choice& chosen);
 
 /// Names of the shortcuts HOCCL_ALGO accepts ("small, single_copy").
 std::string shortcutNames();

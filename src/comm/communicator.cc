@@ -219,6 +219,15 @@ Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, s
     for (auto& s : transports_[t]->shortcuts(sc, reachesAll)) shortcuts_.push_back(std::move(s));
     if (!hostLevel_) hostLevel_ = transports_[t]->hostLevel(sc, peersOf[t], reachesAll);
   }
+  {  // the online choice's agreement (comm/online_choice.h): a 2-value max through the small shortcut
+    transport::CollCall agree;
+    agree.coll = Coll::AllReduce;
+    agree.dtype = hocclFloat64;
+    agree.op = hocclMax;
+    agree.count = 2;
+    for (auto& s : shortcuts_)
+      if (!agreeShortcut_ && std::string(s->name()) == "small" && s->canRun(agree)) agreeShortcut_ = s.get();
+  }
   phaseDone("shortcuts");
   // The probes use the connections: a borrower's are its family's (comm/connection_share.cc).
   std::optional<SharedUse> probing;
@@ -343,6 +352,17 @@ topo::LinkModel Communicator::tuningModel() const {
   return m;
 }
 
+Communicator::Decision Communicator::makeDecision(const algo::Choice& choice, const sched::CollArgs& args) const {
+  Decision d;
+  d.choice = choice;
+  if (d.choice.algorithm) {
+    sched::CollArgs chosen = args;  // with the chunk the tuner chose (algo/tuner.h)
+    if (d.choice.chunkCount) chosen.chunkCount = d.choice.chunkCount;
+    d.schedule = std::make_shared<const sched::Schedule>(d.choice.algorithm->generate(chosen, topology_));
+  }
+  return d;
+}
+
 const Communicator::Decision& Communicator::decide(const transport::CollCall& call, const sched::CollArgs& args,
                                                    size_t elemSize) {
   const DecisionKey key{static_cast<int>(args.coll),
@@ -351,29 +371,52 @@ const Communicator::Decision& Communicator::decide(const transport::CollCall& ca
                         args.inPlace,
                         args.chunkCount,
                         elemSize,
-                        call.op >= hocclNumOps,
+                        static_cast<int>(call.dtype),
+                        static_cast<int>(call.op),
                         static_cast<int>(call.sendKind),
                         static_cast<int>(call.recvKind)};
-  if (lastKey_ && *lastKey_ == key) return *lastDecision_;
+  if (lastKey_ && *lastKey_ == key) return lastTuned_->active();
   auto it = decisions_.find(key);
   if (it == decisions_.end()) {
     if (decisions_.size() >= 256) {  // bounded: a job rarely uses more distinct call shapes
       decisions_.clear();
       lastKey_ = nullptr;
     }
-    Decision d;
+    Tuned t;
     const topo::LinkModel model = tuningModel();
-    d.choice = algo::decide(call, args, topology_, elemSize, shortcuts_, &model);
-    if (d.choice.algorithm) {
-      sched::CollArgs chosen = args;  // with the chunk the tuner chose (algo/tuner.h)
-      if (d.choice.chunkCount) chosen.chunkCount = d.choice.chunkCount;
-      d.schedule = std::make_shared<const sched::Schedule>(d.choice.algorithm->generate(chosen, topology_));
+    t.pick = makeDecision(algo::decide(call, args, topology_, elemSize, shortcuts_, &model), args);
+    static const int online = static_cast<int>(params::TUNE_ONLINE.get());
+    const bool onHost = kernels::isHostKind(call.sendKind) && kernels::isHostKind(call.recvKind);
+    if (online > 0 && agreeShortcut_ && onHost && call.op < hocclNumOps &&
+        (online == 2 || sameBitsEveryVariant(call.coll, call.dtype, call.op, nranks_))) {
+      if (std::optional<algo::Choice> other =
+              algo::runnerUp(call, args, topology_, elemSize, shortcuts_, model, t.pick.choice)) {
+        t.runnerUp = std::make_unique<Decision>(makeDecision(*other, args));
+        t.online = std::make_unique<OnlineChoice>();
+        HOCCL_INFO(kTuning, "{}: {} chosen online between {} and {}", describe(), transport::describeCall(call),
+                   t.pick.choice.name(), other->name());
+      }
     }
-    it = decisions_.emplace(key, std::move(d)).first;
+    it = decisions_.emplace(key, std::move(t)).first;
   }
   lastKey_ = &it->first;
-  lastDecision_ = &it->second;
-  return it->second;
+  lastTuned_ = &it->second;
+  return it->second.active();
+}
+
+void Communicator::agreeMax(double* values, int n) {
+  if (!agreeShortcut_) throwInternalError(describe() + ": the online choice has no shortcut to agree through");
+  std::vector<double> out(static_cast<size_t>(n));
+  transport::CollCall c;
+  c.coll = Coll::AllReduce;
+  c.dtype = hocclFloat64;
+  c.op = hocclMax;
+  c.count = static_cast<size_t>(n);
+  c.sendbuf = values;
+  c.recvbuf = out.data();
+  Backoff backoff(waitPolicy());
+  agreeShortcut_->run(c, backoff);
+  std::copy(out.begin(), out.end(), values);
 }
 
 std::string Communicator::describe() const {

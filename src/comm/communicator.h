@@ -18,6 +18,7 @@
 #include "base/health.h"
 #include "base/wait.h"
 #include "comm/flight_recorder.h"
+#include "comm/online_choice.h"
 #include "hoccl/hoccl.h"
 #include "topology/link_model.h"
 #include "topology/topology.h"
@@ -119,8 +120,17 @@ class Communicator {
     algo::Choice choice;                              ///< the shortcut or the algorithm
     std::shared_ptr<const sched::Schedule> schedule;  ///< this rank's schedule when an algorithm was chosen
   };
-  /// See Decision. `call` and `args` describe the same call (args.rank is this rank).
+  /// See Decision. `call` and `args` describe the same call (args.rank is this rank). Where the shape is chosen
+  /// online (lastOnlineChoice()), the variant the current call runs.
   const Decision& decide(const transport::CollCall& call, const sched::CollArgs& args, size_t elemSize);
+  /// The online choice (comm/online_choice.h) of the shape decide() last answered for, or null when that shape is
+  /// not chosen online: HOCCL_TUNE_ONLINE=0 or HOCCL_ALGO set, device buffers, ranks on several hosts (no arena to
+  /// agree through), no runner-up of the other kind (algo::runnerUp), or, with HOCCL_TUNE_ONLINE=1, a call whose
+  /// variants may give different bits (sameBitsEveryVariant).
+  OnlineChoice* lastOnlineChoice() const { return lastTuned_ ? lastTuned_->online.get() : nullptr; }
+  /// Replaces values[0..n) with their maximum over every rank, through the small shortcut (the online choice's
+  /// agreement; only called where lastOnlineChoice() was not null).
+  void agreeMax(double* values, int n);
   /// The collective shortcuts the transports offer on this communicator (transports/shortcut.h), in transport
   /// priority order; empty when none applies (e.g. ranks on several hosts).
   const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts() const { return shortcuts_; }
@@ -230,10 +240,21 @@ class Communicator {
   HostLoad hostLoad_;              // the policy's inputs but the load, fixed at init
   bool waitPolicyForced_ = false;  // HOCCL_WAIT_POLICY named one
   WaitPolicy forcedWaitPolicy_ = WaitPolicy::Spin;
-  using DecisionKey = std::tuple<int, size_t, int, bool, size_t, size_t, bool, int, int>;
-  std::map<DecisionKey, Decision> decisions_;
+  // The type and the op take part since the online choice depends on them (sameBitsEveryVariant).
+  using DecisionKey = std::tuple<int, size_t, int, bool, size_t, size_t, int, int, int, int>;
+  // What decide() keeps per call shape: the tuner's pick and, where the shape is chosen online, the runner-up and the
+  // online state that says which of the two runs.
+  struct Tuned {
+    Decision pick;
+    std::unique_ptr<Decision> runnerUp;
+    std::unique_ptr<OnlineChoice> online;
+    const Decision& active() const { return online && online->variant() == 1 ? *runnerUp : pick; }
+  };
+  std::map<DecisionKey, Tuned> decisions_;
   const DecisionKey* lastKey_ = nullptr;  // the most recent decision: repeated identical calls skip the map
-  const Decision* lastDecision_ = nullptr;
+  const Tuned* lastTuned_ = nullptr;
+  transport::Shortcut* agreeShortcut_ = nullptr;  // the small shortcut, when it can run agreeMax's all-reduce
+  Decision makeDecision(const algo::Choice& choice, const sched::CollArgs& args) const;
   ByteCounters counters_;
   uint64_t collSeq_ = 0;
   std::unique_ptr<FlightRecorder> recorder_;

@@ -2,6 +2,7 @@
 #include "comm/group.h"
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "comm/call_check.h"
@@ -11,6 +12,7 @@
 #include "comm/proxy.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/params.h"
 #include "algo/predict.h"
 #include "algo/registry.h"
 #include "algo/tuner.h"
@@ -178,6 +180,39 @@ void runOps(std::vector<Op> ops) {
   if (!ops.empty()) execute(ops);
 }
 
+namespace {
+
+// One call of a shape chosen online (comm/online_choice.h): before it runs, the shape's state machine says which
+// variant runs; after it completed, it gets this rank's time of the call and agrees with the other ranks when due
+// (still inside the API call). Nothing for other calls.
+class OnlineCall {
+ public:
+  explicit OnlineCall(const Op& op) : op_(op) {
+    static const bool enabled = params::TUNE_ONLINE.get() > 0;
+    if (!enabled || op.kind != Op::Kind::Collective) return;
+    choice_ = resolve(op).online;
+    if (!choice_) return;
+    choice_->beforeCall();
+    start_ = std::chrono::steady_clock::now();
+  }
+  // After the call succeeded.
+  void done() {
+    if (!choice_) return;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    Communicator& comm = *op_.comm;
+    if (choice_->afterCall(seconds, [&comm](double* v, int n) { comm.agreeMax(v, n); }))
+      HOCCL_INFO(kTuning, "{}: {} after call {}: {}", comm.describe(), describeOp(op_), choice_->calls(),
+                 choice_->describe());
+  }
+
+ private:
+  const Op& op_;
+  OnlineChoice* choice_ = nullptr;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
 void enqueue(const Op& in) {
   overlap::checkIdle(*in.comm);  // no call while a callback or a background ring shift owns the channels
   GroupState& s = state();
@@ -193,7 +228,9 @@ void enqueue(const Op& in) {
     return;
   }
   if (Proxy* p = op.comm->proxyIfAny()) p->drain();  // host calls run after the stream-ordered ones
+  OnlineCall online(op);
   if (!runFastPath(op)) execute(std::vector<Op>{op});
+  online.done();
 }
 
 void groupStart() { ++state().depth; }

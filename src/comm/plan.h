@@ -16,6 +16,7 @@ struct Resolved {
   sched::CollArgs args;                              ///< for the schedules (this rank)
   size_t elemSize = 0;                               ///< bytes per element
   const Communicator::Decision* decision = nullptr;  ///< the tuner's choice (Communicator::decide)
+  OnlineChoice* online = nullptr;                    ///< the shape's online choice, if it has one
 };
 /// Resolves a validated collective op on its communicator: the one decision of what runs it.
 Resolved resolve(const Op& op);

@@ -25,6 +25,10 @@ class SmallShortcut final : public Shortcut {
   /// See the operating range above.
   bool canRun(const CollCall& call) const override;
   /// One hand-off plus every rank combining every payload locally (shm_price.h: smallSeconds).
+  /// No: its calls take about a microsecond, where two clock reads are a good part of them, and it hands cache
+  /// lines between the cores as the schedules' slots do, so far cores slow both (docs/performance.md, "Near and
+  /// far cores").
+  bool worthTryingOnline(const CollCall& /*call*/) const override { return false; }
   double predictSeconds(const CollCall& call, const topo::LinkModel& model) const override;
   /// Starts the call's arena round.
   std::unique_ptr<ShortcutOp> start(const CollCall& call) override;

@@ -1,0 +1,214 @@
+// The online choice's state machine (src/comm/online_choice.h) driven by made-up call times: what each call runs,
+// which calls are timed, when the ranks agree, what wins, how a change of the times is followed and what the
+// re-checks cost; two rank threads with different local times agree through a real max exchange and run the same
+// variant on every call; sameBitsEveryVariant's table.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/online_choice.h"
+
+using namespace hoccl;
+
+namespace {
+
+// One rank alone: the agreement leaves the values as they are.
+const OnlineChoice::Agree kAlone = [](double*, int) {};
+
+// Runs `calls` calls, each taking timeOf(call index, variant) seconds; returns the variant of each call.
+std::vector<int> drive(OnlineChoice& c, int calls, const std::function<double(int, int)>& timeOf,
+                       const OnlineChoice::Agree& agree = kAlone) {
+  std::vector<int> ran;
+  for (int i = 0; i < calls; ++i) {
+    c.beforeCall();
+    ran.push_back(c.variant());
+    c.afterCall(timeOf(i, c.variant()), agree);
+  }
+  return ran;
+}
+
+// Fixed times per variant.
+std::function<double(int, int)> fixed(double t0, double t1) {
+  return [=](int, int v) { return v == 0 ? t0 : t1; };
+}
+
+}  // namespace
+
+TEST_CASE("the online choice runs the pick first, then a block of the runner-up, timing the second half of each run") {
+  OnlineChoice c;
+  const int start = static_cast<int>(OnlineChoice::kStartAfter), block = OnlineChoice::kBlock;
+  std::vector<int> variants;
+  std::vector<bool> timed;
+  std::vector<int> agreedAfter;
+  for (int i = 1; i <= start + block + 4; ++i) {
+    c.beforeCall();
+    variants.push_back(c.variant());
+    timed.push_back(c.timed());
+    if (c.afterCall(c.variant() == 0 ? 10e-6 : 40e-6, kAlone)) agreedAfter.push_back(i);
+  }
+  for (int i = 1; i <= start + block + 4; ++i) {
+    CAPTURE(i);
+    const bool runnerUp = i >= start && i < start + block;
+    CHECK(variants[i - 1] == (runnerUp ? 1 : 0));
+    // Timed: the second half of each run of one variant.
+    const int runLength = runnerUp ? i - start + 1 : i < start ? i : i - (start + block) + 1;
+    CHECK(timed[i - 1] == (runLength > block / 2));
+  }
+  CHECK(agreedAfter == std::vector<int>{start + block - 1});
+  CHECK(c.estimates()[0] == Approx(10e-6));
+  CHECK(c.estimates()[1] == Approx(40e-6));
+  CHECK(c.winner() == 0);
+}
+
+TEST_CASE("a shape called fewer times than kStartAfter only ever runs the tuner's pick") {
+  OnlineChoice c;
+  const std::vector<int> ran = drive(c, static_cast<int>(OnlineChoice::kStartAfter) - 1, fixed(10, 1));
+  CHECK(std::count(ran.begin(), ran.end(), 1) == 0);
+  CHECK(c.agreements() == 0);
+}
+
+TEST_CASE("the faster variant wins and the loser's blocks cost at most about 2% of the time") {
+  // Up to a ratio of 1 + kMaxInterval x kOverheadShare / kBlock (21.5); beyond it the interval's cap holds instead.
+  for (auto [t0, t1] : {std::pair{10.0, 40.0}, {40.0, 10.0}, {10.0, 13.0}, {13.0, 10.0}, {1.0, 20.0}}) {
+    CAPTURE(t0, t1);
+    OnlineChoice c;
+    const int calls = 200000;
+    const std::vector<int> ran = drive(c, calls, fixed(t0, t1));
+    const int fast = t0 < t1 ? 0 : 1;
+    CHECK(c.winner() == fast);
+    // From the end of the exploration: the extra time the slower variant's calls cost.
+    double extra = 0, total = 0;
+    for (int i = static_cast<int>(OnlineChoice::kStartAfter) + OnlineChoice::kBlock; i < calls; ++i) {
+      const double t = ran[i] == 0 ? t0 : t1;
+      total += t;
+      extra += t - std::min(t0, t1);
+    }
+    CHECK(extra / total <= OnlineChoice::kOverheadShare * 1.05);
+    CHECK(c.agreements() > 2);  // re-checks kept happening
+  }
+}
+
+TEST_CASE("a lead within the margin does not replace the tuner's pick; a larger one does") {
+  OnlineChoice within, beyond;
+  drive(within, 1000, fixed(10, 9.7));  // 3% faster
+  CHECK(within.winner() == 0);
+  drive(beyond, 1000, fixed(10, 9));  // 10% faster
+  CHECK(beyond.winner() == 1);
+}
+
+TEST_CASE("the re-check interval keeps the loser's cost bounded and stays within its limits") {
+  const int explored = static_cast<int>(OnlineChoice::kStartAfter) + OnlineChoice::kBlock - 1;
+  OnlineChoice close, far, twice;
+  drive(close, explored, fixed(10, 10.2));  // 2% apart: 16 x 0.02 / 0.02 = 16 calls, raised to the minimum
+  CHECK(close.nextCheck() == close.calls() + OnlineChoice::kMinInterval);
+  drive(far, explored, fixed(1, 1e6));  // a million times slower: the most calls between re-checks
+  CHECK(far.nextCheck() == far.calls() + OnlineChoice::kMaxInterval);
+  drive(twice, explored, fixed(10, 20));  // twice as slow: 16 x 1 / 0.02 = 800 calls
+  CHECK(twice.nextCheck() == twice.calls() + 800);
+}
+
+TEST_CASE("the choice follows a change of the times in both directions") {
+  // Near cores: the ring (0) 10, the single copy (1) 20; from call 2000 far cores: the ring 60; from call 9000 near.
+  auto times = [](int i, int v) {
+    if (v == 1) return 20.0;
+    return i >= 2000 && i < 9000 ? 60.0 : 10.0;
+  };
+  OnlineChoice c;
+  const std::vector<int> ran = drive(c, 14000, times);
+  CHECK(ran[1990] == 0);
+  auto settled = [&](int i, int v) { return ran[i] == v && ran[i + 1] == v && ran[i + 60] == v; };
+  int switchedAt = -1, backAt = -1;
+  for (int i = 2000; i < 13900 && backAt < 0; ++i) {
+    if (switchedAt < 0 && settled(i, 1)) switchedAt = i;
+    if (switchedAt >= 0 && i >= 9000 && settled(i, 0)) backAt = i;
+  }
+  CAPTURE(switchedAt, backAt);
+  // Within one re-check interval and a block: 16 x (20/10 - 1) / 0.02 = 800 calls near, 16 x (60/20 - 1) / 0.02 =
+  // 1600 calls far.
+  CHECK(switchedAt >= 2000);
+  CHECK(switchedAt <= 2000 + 800 + OnlineChoice::kBlock);
+  CHECK(backAt >= 9000);
+  CHECK(backAt <= 9000 + 1600 + OnlineChoice::kBlock);
+  CHECK(ran[13990] == 0);
+}
+
+TEST_CASE("a variant no rank timed keeps the current winner") {
+  OnlineChoice c;
+  // The agreement hands back no estimate for the runner-up (as when no rank had a timed call of it).
+  drive(c, static_cast<int>(OnlineChoice::kStartAfter) + OnlineChoice::kBlock, fixed(10, 1),
+        [](double* v, int) { v[1] = 0; });
+  CHECK(c.agreements() == 1);
+  CHECK(c.winner() == 0);
+}
+
+TEST_CASE("two ranks with different times agree on the slowest rank's medians and run the same variants") {
+  // A max exchange between two threads, as the small shortcut's all-reduce gives between processes.
+  std::mutex m;
+  std::condition_variable cv;
+  double posted[2][2][2] = {};  // [generation parity][rank][value]: a rank that runs ahead posts into the other half
+  int arrived = 0, generation = 0;
+  auto agreeAs = [&](int rank) {
+    return OnlineChoice::Agree([&, rank](double* v, int n) {
+      std::unique_lock<std::mutex> lock(m);
+      const int gen = generation;
+      double(&slot)[2][2] = posted[gen % 2];
+      for (int k = 0; k < n; ++k) slot[rank][k] = v[k];
+      if (++arrived == 2) {
+        arrived = 0;
+        ++generation;
+        cv.notify_all();
+      } else {
+        cv.wait(lock, [&] { return generation != gen; });
+      }
+      for (int k = 0; k < n; ++k) v[k] = std::max(slot[0][k], slot[1][k]);
+    });
+  };
+  const int calls = 20000;
+  std::vector<int> ran[2];
+  double estimates[2][2] = {};
+  int winners[2] = {-1, -1};  // Catch2's assertions are for the main thread: checked after the join
+  auto rank = [&](int r) {
+    OnlineChoice c;
+    std::mt19937 rng(r + 1);
+    std::uniform_real_distribution<double> noise(0.8, 1.25);
+    // Rank 0 sees the ring (0) at 10 and the single copy (1) at 5; rank 1 the ring at 6 and the single copy at 12:
+    // the slowest rank's view is the ring 10 and the single copy 12, so the ring must win on both.
+    auto times = [&](int, int v) { return (r == 0 ? (v == 0 ? 10.0 : 5.0) : (v == 0 ? 6.0 : 12.0)) * noise(rng); };
+    ran[r] = drive(c, calls, times, agreeAs(r));
+    estimates[r][0] = c.estimates()[0];
+    estimates[r][1] = c.estimates()[1];
+    winners[r] = c.winner();
+  };
+  std::thread t0(rank, 0), t1(rank, 1);
+  t0.join();
+  t1.join();
+  CHECK(winners[0] == 0);
+  CHECK(winners[1] == 0);
+  CHECK(ran[0] == ran[1]);
+  CHECK(estimates[0][0] == estimates[1][0]);
+  CHECK(estimates[0][1] == estimates[1][1]);
+}
+
+TEST_CASE("sameBitsEveryVariant: data movement, min/max, integers and two-rank sums only") {
+  using C = Coll;
+  CHECK(sameBitsEveryVariant(C::AllGather, hocclFloat, hocclSum, 7));
+  CHECK(sameBitsEveryVariant(C::Broadcast, hocclHalf, hocclSum, 3));
+  CHECK(sameBitsEveryVariant(C::AlltoAll, hocclDouble, hocclProd, 5));
+  CHECK(sameBitsEveryVariant(C::AllReduce, hocclFloat, hocclMax, 5));
+  CHECK(sameBitsEveryVariant(C::ReduceScatter, hocclBfloat16, hocclMin, 4));
+  CHECK(sameBitsEveryVariant(C::AllReduce, hocclInt32, hocclSum, 5));
+  CHECK(sameBitsEveryVariant(C::AllReduce, hocclUint8, hocclProd, 3));
+  CHECK(sameBitsEveryVariant(C::AllReduce, hocclFloat, hocclSum, 2));
+  CHECK(sameBitsEveryVariant(C::ReduceScatter, hocclHalf, hocclProd, 2));
+  CHECK_FALSE(sameBitsEveryVariant(C::AllReduce, hocclFloat, hocclSum, 3));
+  CHECK_FALSE(sameBitsEveryVariant(C::Reduce, hocclDouble, hocclSum, 4));
+  CHECK_FALSE(sameBitsEveryVariant(C::AllReduce, hocclFloat, hocclAvg, 2));
+  CHECK_FALSE(sameBitsEveryVariant(C::AllReduce, hocclInt64, hocclAvg, 2));
+}
