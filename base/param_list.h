@@ -181,9 +181,10 @@
          "Cost model file (JSON, written by hoccl-model calibrate): replaces the built-in link parameters; "          \
          "HOCCL_LINK_* still override")                                                                                \
   INT(TUNE_ONLINE, 1, 0, 2,                                                                                            \
-      "Online choice on one host (src/comm/online_choice.h): repeated calls of one shape time the tuner's pick "       \
-      "against the single copy (or the best schedule) and keep the faster, re-checked now and then. 0: off; 1: "       \
-      "where every variant gives the same bits (no reduction, min/max, integers, or 2 ranks); 2: every shape")        \
+      "Online choice on one host (src/comm/online_choice.h): from the 64th call of a shape, the tuner's pick is "      \
+      "timed against its runner-up (the single copy, or the best schedule) in blocks of 16 calls and the faster "      \
+      "kept, re-checked so that the loser costs under 2%. 0: off; 1: where every variant gives the same bits (no "    \
+      "reduction, min/max, integers, or 2 ranks); 2: every shape (3+ rank float sums may then vary in the last bits)") \
   INT(TUNE_PROBE, 0, 0, 1,                                                                                             \
       "1: at init rank 0 measures latency and bandwidth to one peer per link class (short probes that stop 0.5 s "     \
       "after the start) and every rank's tuner uses that model, agreed through the bootstrap; HOCCL_LINK_* override")
