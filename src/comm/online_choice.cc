@@ -76,7 +76,19 @@ double OnlineChoice::localEstimate(int variant) const {
 void OnlineChoice::decide() {
   const double a = estimate_[winner_], b = estimate_[1 - winner_];
   // A variant without a sample on any rank (0) cannot be judged: keep the winner.
-  if (a > 0 && b > 0 && b < a * (1 - kSwitchMargin)) winner_ = 1 - winner_;
+  const bool challengerWins = a > 0 && b > 0 && b < a * (1 - kSwitchMargin);
+  if (challengerWins && !confirming_) {
+    // Confirm before switching: fresh samples of the winner (its next kBlock calls), then another block of the
+    // challenger. A burst of slow calls in the winner's window (another process, the vCPUs moving) must not hand
+    // the shape to a slower variant for a whole interval.
+    confirming_ = true;
+    samples_[0].clear();
+    samples_[1].clear();
+    nextCheck_ = calls_ + kBlock + 1;
+    return;
+  }
+  confirming_ = false;
+  if (challengerWins) winner_ = 1 - winner_;
   samples_[1 - winner_].clear();  // the next re-check judges the loser by its new block alone
   // A block of the loser costs kBlock (slow / fast - 1) calls' time: keep that under kOverheadShare of the interval.
   const double fast = std::min(a, b), slow = std::max(a, b);

@@ -18,7 +18,10 @@
 ///   3. agreement at the end of the block (inside the same API call on every rank, so no other call can come
 ///      between, nor can a mismatched call meet it): every rank's median of its recent timed calls per variant, the
 ///      maximum over the ranks (an all-reduce through the caller's `Agree`), so every rank decides alike;
-///   4. the faster wins; the other replaces the current winner only when more than kSwitchMargin faster;
+///   4. the current winner stays unless the other measures more than kSwitchMargin faster twice in a row: a first
+///      such agreement clears both windows and runs another kBlock calls of the winner, then another block of the
+///      other, then agrees again (a burst of slow calls in one window - another process, the vCPUs moving - must not
+///      hand the shape to the slower variant for a whole interval);
 ///   5. re-check: after an interval sized so that a block of the loser costs under kOverheadShare of the interval's
 ///      time, another block of the loser and an agreement against the winner's recent median; the choice may flip
 ///      either way.
@@ -100,6 +103,7 @@ class OnlineChoice {
   int blockLeft_ = 0;        // calls left in the current block of the other variant
   bool agreeAfter_ = false;  // the current call ends with an agreement
   uint64_t nextCheck_ = 0;   // call that starts the next re-check block (0: none planned)
+  bool confirming_ = false;  // the other variant won the last agreement: the next one decides the switch
   int agreements_ = 0;
   double estimate_[2] = {0, 0};
   std::vector<double> samples_[2];

@@ -103,6 +103,24 @@ TEST_CASE("a lead within the margin does not replace the tuner's pick; a larger 
   CHECK(beyond.winner() == 1);
 }
 
+TEST_CASE("a burst of slow calls in the winner's window does not switch: the switch needs a confirmation") {
+  // The pick (0) runs at 10 except for a burst at 30 over the calls whose times fill its window before the
+  // exploration; the runner-up (1) runs at 12. The first agreement sees 30 against 12; the confirmation's fresh
+  // block of the pick sees 10, and the pick stays.
+  const int start = static_cast<int>(OnlineChoice::kStartAfter);
+  auto times = [&](int i, int v) { return v == 1 ? 12.0 : (i >= start - 12 && i < start - 1 ? 30.0 : 10.0); };
+  OnlineChoice c;
+  const std::vector<int> ran = drive(c, start + 4 * OnlineChoice::kBlock, times);
+  CHECK(c.agreements() == 2);
+  CHECK(c.winner() == 0);
+  CHECK(std::count(ran.begin(), ran.end(), 1) == 2 * OnlineChoice::kBlock);  // the exploration and the confirmation
+  // A lasting change does switch, after the confirmation.
+  OnlineChoice d;
+  drive(d, start + 4 * OnlineChoice::kBlock, fixed(30, 12));
+  CHECK(d.agreements() == 2);
+  CHECK(d.winner() == 1);
+}
+
 TEST_CASE("the re-check interval keeps the loser's cost bounded and stays within its limits") {
   const int explored = static_cast<int>(OnlineChoice::kStartAfter) + OnlineChoice::kBlock - 1;
   OnlineChoice close, far, twice;
@@ -133,9 +151,9 @@ TEST_CASE("the choice follows a change of the times in both directions") {
   // Within one re-check interval and a block: 16 x (20/10 - 1) / 0.02 = 800 calls near, 16 x (60/20 - 1) / 0.02 =
   // 1600 calls far.
   CHECK(switchedAt >= 2000);
-  CHECK(switchedAt <= 2000 + 800 + OnlineChoice::kBlock);
+  CHECK(switchedAt <= 2000 + 800 + 3 * OnlineChoice::kBlock + 1);  // and the confirmation
   CHECK(backAt >= 9000);
-  CHECK(backAt <= 9000 + 1600 + OnlineChoice::kBlock);
+  CHECK(backAt <= 9000 + 1600 + 3 * OnlineChoice::kBlock + 1);
   CHECK(ran[13990] == 0);
 }
 
