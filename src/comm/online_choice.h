@@ -11,10 +11,10 @@
 ///   1. the first kStartAfter - 1 calls run the tuner's pick: a shape called only a few times (a short benchmark, an
 ///      initialisation) gets the model's choice alone, and pays nothing for measuring;
 ///   2. exploration: a block of kBlock calls of the runner-up. Only the second half of a run of one variant is timed
-///      (the last kBlock / 2 calls of a block; the pick's calls before it): a variant's first calls after the other
-///      one are slower (on the build machine the ring's 2 MiB all-gather took 8-10 calls after the single copy to
-///      come down from 2-3x its steady time; a rank can also leave a ring call while its last messages still wait in
-///      the slots, and the next call of the other variant waits for them);
+///      (the last kBlock / 2 calls of a block; the pick's calls before it): a variant's first calls in a run are
+///      slower (on the build machine the ring's 2 MiB all-gather took 8-10 calls of a run to come down from 2-3x its
+///      steady time), and a rank can leave a ring call while its last messages still wait in the slots, so the
+///      next call of the other variant waits for them;
 ///   3. agreement at the end of the block (inside the same API call on every rank, so no other call can come
 ///      between, nor can a mismatched call meet it): every rank's median of its recent timed calls per variant, the
 ///      maximum over the ranks (an all-reduce through the caller's `Agree`), so every rank decides alike;
