@@ -381,6 +381,7 @@ const Communicator::Decision& Communicator::decide(const transport::CollCall& ca
     if (decisions_.size() >= 256) {  // bounded: a job rarely uses more distinct call shapes
       decisions_.clear();
       lastKey_ = nullptr;
+      lastTuned_ = nullptr;
     }
     Tuned t;
     const topo::LinkModel model = tuningModel();

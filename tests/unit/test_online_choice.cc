@@ -215,18 +215,24 @@ TEST_CASE("two ranks with different times agree on the slowest rank's medians an
 }
 
 TEST_CASE("sameBitsEveryVariant: data movement, min/max, integers and two-rank sums only") {
-  using C = Coll;
-  CHECK(sameBitsEveryVariant(C::AllGather, hocclFloat, hocclSum, 7));
-  CHECK(sameBitsEveryVariant(C::Broadcast, hocclHalf, hocclSum, 3));
-  CHECK(sameBitsEveryVariant(C::AlltoAll, hocclDouble, hocclProd, 5));
-  CHECK(sameBitsEveryVariant(C::AllReduce, hocclFloat, hocclMax, 5));
-  CHECK(sameBitsEveryVariant(C::ReduceScatter, hocclBfloat16, hocclMin, 4));
-  CHECK(sameBitsEveryVariant(C::AllReduce, hocclInt32, hocclSum, 5));
-  CHECK(sameBitsEveryVariant(C::AllReduce, hocclUint8, hocclProd, 3));
-  CHECK(sameBitsEveryVariant(C::AllReduce, hocclFloat, hocclSum, 2));
-  CHECK(sameBitsEveryVariant(C::ReduceScatter, hocclHalf, hocclProd, 2));
-  CHECK_FALSE(sameBitsEveryVariant(C::AllReduce, hocclFloat, hocclSum, 3));
-  CHECK_FALSE(sameBitsEveryVariant(C::Reduce, hocclDouble, hocclSum, 4));
-  CHECK_FALSE(sameBitsEveryVariant(C::AllReduce, hocclFloat, hocclAvg, 2));
-  CHECK_FALSE(sameBitsEveryVariant(C::AllReduce, hocclInt64, hocclAvg, 2));
+  struct Row {
+    Coll coll;
+    hocclDataType_t dtype;
+    hocclRedOp_t op;
+    int nranks;
+    bool same;
+  };
+  const Row rows[] = {
+      {Coll::AllGather, hocclFloat, hocclSum, 7, true},      {Coll::Broadcast, hocclHalf, hocclSum, 3, true},
+      {Coll::AlltoAll, hocclDouble, hocclProd, 5, true},     {Coll::AllReduce, hocclFloat, hocclMax, 5, true},
+      {Coll::ReduceScatter, hocclBfloat16, hocclMin, 4, true}, {Coll::AllReduce, hocclInt32, hocclSum, 5, true},
+      {Coll::AllReduce, hocclUint8, hocclProd, 3, true},     {Coll::AllReduce, hocclFloat, hocclSum, 2, true},
+      {Coll::ReduceScatter, hocclHalf, hocclProd, 2, true},  {Coll::AllReduce, hocclFloat, hocclSum, 3, false},
+      {Coll::Reduce, hocclDouble, hocclSum, 4, false},       {Coll::AllReduce, hocclFloat, hocclAvg, 2, false},
+      {Coll::AllReduce, hocclInt64, hocclAvg, 2, false},
+  };
+  for (const Row& r : rows) {
+    CAPTURE(collName(r.coll), static_cast<int>(r.dtype), static_cast<int>(r.op), r.nranks);
+    CHECK(sameBitsEveryVariant(r.coll, r.dtype, r.op, r.nranks) == r.same);
+  }
 }
