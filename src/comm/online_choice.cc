@@ -90,9 +90,11 @@ void OnlineChoice::decide() {
   confirming_ = false;
   if (challengerWins) winner_ = 1 - winner_;
   samples_[1 - winner_].clear();  // the next re-check judges the loser by its new block alone
-  // A block of the loser costs kBlock (slow / fast - 1) calls' time: keep that under kOverheadShare of the interval.
+  // A block of the loser costs kBlock (slow / fast - 1) calls' time, and the winner's first kSettleCalls calls after
+  // it about as much again as their own (their slow start, which is why they are not timed): keep the sum under
+  // kOverheadShare of the interval.
   const double fast = std::min(a, b), slow = std::max(a, b);
-  const double excess = fast > 0 ? kBlock * (slow / fast - 1) : 0;
+  const double excess = fast > 0 ? kBlock * (slow / fast - 1) + kSettleCalls : 0;
   const double interval = std::ceil(excess / kOverheadShare);
   nextCheck_ = calls_ + std::clamp<uint64_t>(static_cast<uint64_t>(std::min(interval, 1e9)), kMinInterval,
                                              kMaxInterval);

@@ -22,9 +22,9 @@
 ///      such agreement clears both windows and runs another kBlock calls of the winner, then another block of the
 ///      other, then agrees again (a burst of slow calls in one window - another process, the vCPUs moving - must not
 ///      hand the shape to the slower variant for a whole interval);
-///   5. re-check: after an interval sized so that a block of the loser costs under kOverheadShare of the interval's
-///      time, another block of the loser and an agreement against the winner's recent median; the choice may flip
-///      either way.
+///   5. re-check: after an interval sized so that a block of the loser and the winner's slow first calls after it
+///      cost under kOverheadShare of the interval's time, another block of the loser and an agreement against the
+///      winner's recent median; the choice may flip either way.
 /// The call count alone says when to explore, re-check and agree, never a clock, so a slow rank cannot make ranks
 /// disagree. Pure logic: the caller measures the calls and provides the agreement.
 #pragma once
@@ -59,9 +59,12 @@ class OnlineChoice {
   static constexpr int kBlock = 16;
   /// The loser's extra time over a re-check interval, as a share of the interval's calls.
   static constexpr double kOverheadShare = 0.02;
+  /// The winner's untimed calls after a block of the other variant, counted as a re-check's cost at twice their time
+  /// (per-call traces: the ring's first calls of a run took 2-3x its steady time).
+  static constexpr int kSettleCalls = kBlock / 2;
   /// Fewest and most calls between re-checks (the most keeps the loser's share under kOverheadShare up to a ratio
-  /// of 1 + kMaxInterval x kOverheadShare / kBlock = 21.5 between the variants; beyond, it bounds how long a change
-  /// goes unnoticed).
+  /// of about 1 + kMaxInterval x kOverheadShare / kBlock = 21.5 between the variants; beyond, it bounds how long a
+  /// change goes unnoticed).
   static constexpr uint64_t kMinInterval = 64, kMaxInterval = 16384;
   /// Recent timed calls kept per variant (the median of these is this rank's estimate).
   static constexpr size_t kWindow = kBlock / 2;

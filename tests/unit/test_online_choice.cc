@@ -123,13 +123,14 @@ TEST_CASE("a burst of slow calls in the winner's window does not switch: the swi
 
 TEST_CASE("the re-check interval keeps the loser's cost bounded and stays within its limits") {
   const int explored = static_cast<int>(OnlineChoice::kStartAfter) + OnlineChoice::kBlock - 1;
+  // Interval: (16 x (slow / fast - 1) + 8 settling calls) / 0.02.
   OnlineChoice close, far, twice;
-  drive(close, explored, fixed(10, 10.2));  // 2% apart: 16 x 0.02 / 0.02 = 16 calls, raised to the minimum
-  CHECK(close.nextCheck() == close.calls() + OnlineChoice::kMinInterval);
+  drive(close, explored, fixed(10, 10.2));  // 2% apart: (0.32 + 8) / 0.02 = 416 calls
+  CHECK(close.nextCheck() == close.calls() + 416);
   drive(far, explored, fixed(1, 1e6));  // a million times slower: the most calls between re-checks
   CHECK(far.nextCheck() == far.calls() + OnlineChoice::kMaxInterval);
-  drive(twice, explored, fixed(10, 20));  // twice as slow: 16 x 1 / 0.02 = 800 calls
-  CHECK(twice.nextCheck() == twice.calls() + 800);
+  drive(twice, explored, fixed(10, 20));  // twice as slow: (16 + 8) / 0.02 = 1200 calls
+  CHECK(twice.nextCheck() == twice.calls() + 1200);
 }
 
 TEST_CASE("the choice follows a change of the times in both directions") {
@@ -148,12 +149,12 @@ TEST_CASE("the choice follows a change of the times in both directions") {
     if (switchedAt >= 0 && i >= 9000 && settled(i, 0)) backAt = i;
   }
   CAPTURE(switchedAt, backAt);
-  // Within one re-check interval and a block: 16 x (20/10 - 1) / 0.02 = 800 calls near, 16 x (60/20 - 1) / 0.02 =
-  // 1600 calls far.
+  // Within one re-check interval and the confirmation: (16 x (20/10 - 1) + 8) / 0.02 = 1200 calls near,
+  // (16 x (60/20 - 1) + 8) / 0.02 = 2000 calls far.
   CHECK(switchedAt >= 2000);
-  CHECK(switchedAt <= 2000 + 800 + 3 * OnlineChoice::kBlock + 1);  // and the confirmation
+  CHECK(switchedAt <= 2000 + 1200 + 3 * OnlineChoice::kBlock + 1);
   CHECK(backAt >= 9000);
-  CHECK(backAt <= 9000 + 1600 + 3 * OnlineChoice::kBlock + 1);
+  CHECK(backAt <= 9000 + 2000 + 3 * OnlineChoice::kBlock + 1);
   CHECK(ran[13990] == 0);
 }
 
