@@ -12,7 +12,6 @@
 #include "comm/proxy.h"
 #include "base/error.h"
 #include "base/log.h"
-#include "base/params.h"
 #include "algo/predict.h"
 #include "algo/registry.h"
 #include "algo/tuner.h"
@@ -144,10 +143,8 @@ void start(Op& op, const char* algorithm) {
 constexpr size_t kUntimedBelowBytes = size_t{1} << 20;
 
 // A single collective that the tuner gives to a transport's shortcut runs here, without planning or the executor;
-// false when op is not such a call.
-bool runFastPath(Op& op) {
-  if (op.kind != Op::Kind::Collective) return false;
-  const Resolved r = resolve(op);
+// false when op is not such a call. `r` is resolve(op).
+bool runFastPath(Op& op, const Resolved& r) {
   if (!r.decision->choice.shortcut) return false;
   start(op, r.decision->choice.shortcut->name());
   auto run = [&] {
@@ -176,38 +173,39 @@ void runTasksFor(Op& op, const char* algorithm, std::vector<exec::Task>& tasks) 
 }
 
 void runOps(std::vector<Op> ops) {
-  if (ops.size() == 1 && runFastPath(ops[0])) return;
+  if (ops.size() == 1 && ops[0].kind == Op::Kind::Collective && runFastPath(ops[0], resolve(ops[0]))) return;
   if (!ops.empty()) execute(ops);
 }
 
 namespace {
 
-// One call of a shape chosen online (comm/online_choice.h): before it runs, the shape's state machine says which
-// variant runs; after it completed, it gets this rank's time of the call and agrees with the other ranks when due
-// (still inside the API call). Nothing for other calls.
+// One collective call outside a group: resolved once (resolved()); where its shape is chosen online
+// (comm/online_choice.h), the shape's state machine first says which variant this call runs (resolved again for it),
+// and after the call completed it gets this rank's time of the call and agrees with the other ranks when due (still
+// inside the API call).
 class OnlineCall {
  public:
-  explicit OnlineCall(const Op& op) : op_(op) {
-    static const bool enabled = params::TUNE_ONLINE.get() > 0;
-    if (!enabled || op.kind != Op::Kind::Collective) return;
-    choice_ = resolve(op).online;
-    if (!choice_) return;
-    choice_->beforeCall();
+  explicit OnlineCall(const Op& op) : op_(op), r_(resolve(op)) {
+    if (!r_.online) return;
+    r_.online->beforeCall();
+    r_ = resolve(op);  // the variant beforeCall chose
     start_ = std::chrono::steady_clock::now();
   }
+  const Resolved& resolved() const { return r_; }
   // After the call succeeded.
   void done() {
-    if (!choice_) return;
+    OnlineChoice* choice = r_.online;
+    if (!choice) return;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     Communicator& comm = *op_.comm;
-    if (choice_->afterCall(seconds, [&comm](double* v, int n) { comm.agreeMax(v, n); }))
-      HOCCL_INFO(kTuning, "{}: {} after call {}: {}", comm.describe(), describeOp(op_), choice_->calls(),
-                 choice_->describe());
+    if (choice->afterCall(seconds, [&comm](double* v, int n) { comm.agreeMax(v, n); }))
+      HOCCL_INFO(kTuning, "{}: {} after call {}: {}", comm.describe(), describeOp(op_), choice->calls(),
+                 choice->describe());
   }
 
  private:
   const Op& op_;
-  OnlineChoice* choice_ = nullptr;
+  Resolved r_;
   std::chrono::steady_clock::time_point start_;
 };
 
@@ -228,9 +226,13 @@ void enqueue(const Op& in) {
     return;
   }
   if (Proxy* p = op.comm->proxyIfAny()) p->drain();  // host calls run after the stream-ordered ones
-  OnlineCall online(op);
-  if (!runFastPath(op)) execute(std::vector<Op>{op});
-  online.done();
+  if (op.kind != Op::Kind::Collective) {
+    execute(std::vector<Op>{op});
+    return;
+  }
+  OnlineCall call(op);
+  if (!runFastPath(op, call.resolved())) execute(std::vector<Op>{op});
+  call.done();
 }
 
 void groupStart() { ++state().depth; }

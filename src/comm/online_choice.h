@@ -60,7 +60,7 @@ class OnlineChoice {
   /// The loser's extra time over a re-check interval, as a share of the interval's calls.
   static constexpr double kOverheadShare = 0.02;
   /// The winner's untimed calls after a block of the other variant, counted as a re-check's cost at twice their time
-  /// (per-call traces: the ring's first calls of a run took 2-3x its steady time).
+  /// (a temporary per-call trace: the ring's first calls of a run took 2-3x its steady time).
   static constexpr int kSettleCalls = kBlock / 2;
   /// Fewest and most calls between re-checks (the most keeps the loser's share under kOverheadShare up to a ratio
   /// of about 1 + kMaxInterval x kOverheadShare / kBlock = 21.5 between the variants; beyond, it bounds how long a
