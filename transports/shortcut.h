@@ -22,6 +22,7 @@
 #include "base/health.h"
 #include "base/wait.h"
 #include "hoccl/hoccl.h"
+#include "kernels/fold_order.h"
 #include "kernels/memory.h"
 #include "kernels/registrations.h"
 #include "topology/link_model.h"
@@ -41,6 +42,10 @@ struct CollCall {
   int root = 0;                                              ///< root of a rooted collective
   kernels::MemoryKind sendKind = kernels::MemoryKind::Host;  ///< where the input lives
   kernels::MemoryKind recvKind = kernels::MemoryKind::Host;  ///< where the output lives
+  /// When set (only for a shortcut whose followsFold() is true, on an all-reduce or reduce-scatter): the order in
+  /// which every element must combine the ranks' inputs, over the elements of the input (a schedule's, so that the
+  /// shortcut gives its bits). Null: the shortcut's own order.
+  std::shared_ptr<const kernels::FoldOrder> fold;
 };
 
 /// "AllReduce(count=1024, float, sum)" or "Broadcast(count=8, int32, root 0)": how messages name a call.
@@ -93,6 +98,8 @@ class Shortcut {
   /// Whether the online choice (src/comm/online_choice.h) may time it against the best schedule for `call` (canRun
   /// was true) and pick whichever measures faster. Default: yes.
   virtual bool worthTryingOnline(const CollCall& /*call*/) const { return true; }
+  /// Whether its all-reduce and reduce-scatter honour CollCall::fold (fold every element in the order given).
+  virtual bool followsFold() const { return false; }
   /// Predicted seconds for `call` with the link parameters `model` (the tuner compares it with schedules), on
   /// ordinary buffers.
   virtual double predictSeconds(const CollCall& call, const topo::LinkModel& model) const = 0;

@@ -227,6 +227,30 @@ sched::Schedule hoRingSchedule(const sched::CollArgs& args, const topo::Topology
   return generate(args, topo, false);
 }
 
+std::optional<kernels::FoldOrder> hoRingFold(const sched::CollArgs& args, const topo::Topology& topo) {
+  const bool ar = args.coll == Coll::AllReduce;
+  if ((!ar && args.coll != Coll::ReduceScatter) || !hoRingApplicable(args, topo) || args.nranks < 2) return std::nullopt;
+  const topo::Hierarchy h = topo::hierarchy(topo);
+  if (h.levels() != 1) return std::nullopt;
+  const int n = h.sizes[0];
+  std::vector<int> ring(n);
+  for (int x = 0; x < n; ++x) ring[x] = h.rankAt[x];
+  kernels::FoldOrder fold;
+  fold.orders = kernels::FoldOrder::ringOrders(ring);
+  const size_t c = args.count;
+  if (!ar) {  // every slice of rank r's block sits at r's place of its chunk (virtual block = coordinate)
+    for (int r = 0; r < n; ++r) fold.segments.push_back({static_cast<size_t>(r) * c, static_cast<uint32_t>(h.coord[r][0])});
+    return fold;
+  }
+  // Part j of chunk k (reduceScatterSlots) ends at position j.
+  const size_t k = c ? chunksOf(args, c) : 1;
+  for (size_t ki = 0; ki < k; ++ki) {
+    const Range slice = part({0, c}, static_cast<int>(k), static_cast<int>(ki));
+    for (int j = 0; j < n; ++j) fold.segments.push_back({part(slice, n, j).off, static_cast<uint32_t>(j)});
+  }
+  return fold;
+}
+
 namespace {
 
 sched::Schedule generate(const sched::CollArgs& args, const topo::Topology& topo, bool skipHost) {

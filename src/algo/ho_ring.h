@@ -3,9 +3,11 @@
 /// the block comment in ho_ring.cc.
 #pragma once
 
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "kernels/fold_order.h"
 #include "sched/schedule.h"
 #include "topology/topology.h"
 
@@ -16,6 +18,12 @@ namespace hoccl::algo {
 bool hoRingApplicable(const sched::CollArgs& args, const topo::Topology& topo);
 /// The HO-Ring schedule of args.rank. Throws InvalidArgument when not applicable.
 sched::Schedule hoRingSchedule(const sched::CollArgs& args, const topo::Topology& topo);
+
+/// How HO-Ring's all-reduce and reduce-scatter fold each element (kernels/fold_order.h), on a hierarchy of one
+/// level (one ring: the ranks of one host): all-reduce adds part j of every chunk along the ring from position j + 1
+/// round to position j; reduce-scatter adds rank r's block from the position after r's round to r's. Nothing for
+/// all-gather, for one rank, or for several levels, whose folds nest one ring in another.
+std::optional<kernels::FoldOrder> hoRingFold(const sched::CollArgs& args, const topo::Topology& topo);
 
 /// HO-Ring with its level 0 (the ranks of a host) run by someone else, the transport's host level
 /// (transports/shortcut.h: HostLevel): which ranks form this rank's level-0 ring and which pieces this rank holds

@@ -35,9 +35,9 @@ std::string lower(std::string s) {
 
 const std::vector<Algorithm>& all() {
   static const std::vector<Algorithm> table = {
-      {"ring", ringSupports, always, ringSchedule},
-      {"ho_ring", hoRingSupports, hoRingApplicable, hoRingSchedule},
-      {"direct", directSupports, always, directSchedule},
+      {"ring", ringSupports, always, ringSchedule, ringFold},
+      {"ho_ring", hoRingSupports, hoRingApplicable, hoRingSchedule, hoRingFold},
+      {"direct", directSupports, always, directSchedule, nullptr},
   };
   return table;
 }

@@ -3,9 +3,11 @@
 /// unknown name is an error listing the valid ones), otherwise the tuner (tuner.h) picks per call.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "kernels/fold_order.h"
 #include "sched/schedule.h"
 #include "topology/topology.h"
 
@@ -20,6 +22,9 @@ struct Algorithm {
   bool (*applicable)(const sched::CollArgs& args, const topo::Topology& topo);
   /// The schedule of args.rank.
   sched::Schedule (*generate)(const sched::CollArgs& args, const topo::Topology& topo);
+  /// How its reductions fold each element (kernels/fold_order.h), for the same args (chunk included) and topology;
+  /// null, or nothing returned, where it cannot say (then a shortcut cannot give its bits).
+  std::optional<kernels::FoldOrder> (*fold)(const sched::CollArgs& args, const topo::Topology& topo) = nullptr;
 };
 
 /// Every algorithm, in order of preference when nothing else decides.

@@ -204,6 +204,20 @@ Schedule reduce(const CollArgs& a, const Ring& ring, int rootPos) {
 
 std::vector<int> ringOrder(const topo::Topology& topo) { return topo::flatRingOrder(topo); }
 
+std::optional<kernels::FoldOrder> ringFold(const sched::CollArgs& args, const topo::Topology& topo) {
+  if (args.coll != Coll::AllReduce && args.coll != Coll::ReduceScatter) return std::nullopt;
+  const std::vector<int> ord = ringOrder(topo);
+  const int n = static_cast<int>(ord.size());
+  // Block ord[p] ends its reduce-scatter at position p (reduceScatterSteps).
+  std::vector<uint32_t> endsAt(n);
+  for (int p = 0; p < n; ++p) endsAt[ord[p]] = static_cast<uint32_t>(p);
+  const size_t total = args.coll == Coll::AllReduce ? args.count : args.count * static_cast<size_t>(n);
+  kernels::FoldOrder fold;
+  fold.orders = kernels::FoldOrder::ringOrders(ord);
+  for (int b = 0; b < n; ++b) fold.segments.push_back({blockStart(total, n, b), endsAt[b]});
+  return fold;
+}
+
 size_t blockStart(size_t count, int n, int b) {
   return static_cast<size_t>((static_cast<unsigned __int128>(count) * b) / n);
 }

@@ -363,6 +363,18 @@ Communicator::Decision Communicator::makeDecision(const algo::Choice& choice, co
   return d;
 }
 
+std::shared_ptr<const kernels::FoldOrder> Communicator::followedFold(const algo::Choice& a, const algo::Choice& b,
+                                                                     const sched::CollArgs& args) const {
+  const algo::Choice& schedule = a.algorithm ? a : b;
+  const algo::Choice& shortcut = a.algorithm ? b : a;
+  if (!schedule.algorithm || !schedule.algorithm->fold || !shortcut.shortcut || !shortcut.shortcut->followsFold())
+    return nullptr;
+  sched::CollArgs chosen = args;  // the chunk the schedule is made with (makeDecision)
+  if (schedule.chunkCount) chosen.chunkCount = schedule.chunkCount;
+  std::optional<kernels::FoldOrder> fold = schedule.algorithm->fold(chosen, topology_);
+  return fold ? std::make_shared<const kernels::FoldOrder>(std::move(*fold)) : nullptr;
+}
+
 const Communicator::Decision& Communicator::decide(const transport::CollCall& call, const sched::CollArgs& args,
                                                    size_t elemSize) {
   const DecisionKey key{static_cast<int>(args.coll),
@@ -388,14 +400,22 @@ const Communicator::Decision& Communicator::decide(const transport::CollCall& ca
     t.pick = makeDecision(algo::decide(call, args, topology_, elemSize, shortcuts_, &model), args);
     static const int online = static_cast<int>(params::TUNE_ONLINE.get());
     const bool onHost = kernels::isHostKind(call.sendKind) && kernels::isHostKind(call.recvKind);
-    if (online > 0 && agreeShortcut_ && onHost && call.op < hocclNumOps &&
-        (online == 2 || sameBitsEveryVariant(call.coll, call.dtype, call.op, nranks_))) {
+    if (online > 0 && agreeShortcut_ && onHost && call.op < hocclNumOps) {
       if (std::optional<algo::Choice> other =
               algo::runnerUp(call, args, topology_, elemSize, shortcuts_, model, t.pick.choice)) {
-        t.runnerUp = std::make_unique<Decision>(makeDecision(*other, args));
-        t.online = std::make_unique<OnlineChoice>();
-        HOCCL_INFO(kTuning, "{}: {} chosen online between {} and {}", describe(), transport::describeCall(call),
-                   t.pick.choice.name(), other->name());
+        // A sum or product whose bits depend on the order: both variants give the same bits when the shortcut
+        // follows the schedule's fold.
+        const bool sameBits = sameBitsEveryVariant(call.coll, call.dtype, call.op, nranks_);
+        std::shared_ptr<const kernels::FoldOrder> fold;
+        if (!sameBits) fold = followedFold(t.pick.choice, *other, args);
+        if (online == 2 || fold || sameBits) {
+          t.runnerUp = std::make_unique<Decision>(makeDecision(*other, args));
+          t.pick.fold = fold;
+          t.runnerUp->fold = fold;
+          t.online = std::make_unique<OnlineChoice>();
+          HOCCL_INFO(kTuning, "{}: {} chosen online between {} and {}{}", describe(), transport::describeCall(call),
+                     t.pick.choice.name(), other->name(), fold ? " (the shortcut adds in the schedule's order)" : "");
+        }
       }
     }
     it = decisions_.emplace(key, std::move(t)).first;

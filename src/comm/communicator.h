@@ -119,6 +119,9 @@ class Communicator {
   struct Decision {
     algo::Choice choice;                              ///< the shortcut or the algorithm
     std::shared_ptr<const sched::Schedule> schedule;  ///< this rank's schedule when an algorithm was chosen
+    /// For a shape chosen online between a schedule and a shortcut that follows its fold (kernels/fold_order.h):
+    /// the schedule's fold, handed to the shortcut (CollCall::fold) so that both variants give the same bits.
+    std::shared_ptr<const kernels::FoldOrder> fold;
   };
   /// See Decision. `call` and `args` describe the same call (args.rank is this rank). Where the shape is chosen
   /// online (lastOnlineChoice()), the variant the current call runs.
@@ -126,8 +129,10 @@ class Communicator {
   /// The online choice (comm/online_choice.h) of the shape decide() last answered for, or null when that shape is
   /// not chosen online: HOCCL_TUNE_ONLINE=0 or HOCCL_ALGO set, device buffers, ranks on several hosts (no arena to
   /// agree through), no runner-up of the other kind (algo::runnerUp), or, with HOCCL_TUNE_ONLINE=1, a call whose
-  /// variants may give different bits (sameBitsEveryVariant).
+  /// variants may give different bits (neither sameBitsEveryVariant nor a schedule's fold the shortcut follows).
   OnlineChoice* lastOnlineChoice() const { return lastTuned_ ? lastTuned_->online.get() : nullptr; }
+  /// The schedule's fold that the shortcut of the shape decide() last answered for follows (Decision::fold), or null.
+  std::shared_ptr<const kernels::FoldOrder> lastFold() const { return lastTuned_ ? lastTuned_->pick.fold : nullptr; }
   /// Replaces values[0..n) with their maximum over every rank, through the small shortcut (the online choice's
   /// agreement; only called where lastOnlineChoice() was not null).
   void agreeMax(double* values, int n);
@@ -255,6 +260,9 @@ class Communicator {
   const Tuned* lastTuned_ = nullptr;
   transport::Shortcut* agreeShortcut_ = nullptr;  // the small shortcut, when it can run agreeMax's all-reduce
   Decision makeDecision(const algo::Choice& choice, const sched::CollArgs& args) const;
+  // The fold of the schedule among a and b when the other is a shortcut that follows it (kernels/fold_order.h).
+  std::shared_ptr<const kernels::FoldOrder> followedFold(const algo::Choice& a, const algo::Choice& b,
+                                                         const sched::CollArgs& args) const;
   ByteCounters counters_;
   uint64_t collSeq_ = 0;
   std::unique_ptr<FlightRecorder> recorder_;

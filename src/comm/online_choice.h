@@ -39,10 +39,11 @@
 
 namespace hoccl {
 
-/// Whether every way of running a call gives the same bits (HOCCL_TUNE_ONLINE=1 tries only these): collectives that
-/// only move data, min and max, integer sums and products (wrap-around arithmetic: any order gives the same), and
-/// sums and products of two ranks (one operation per element, and a + b == b + a). Not Avg, whose division the
-/// schedules and the shortcuts may place differently, nor PreMulSum.
+/// Whether every way of running a call gives the same bits: collectives that only move data, min and max, integer
+/// sums and products (wrap-around arithmetic: any order gives the same), and sums and products of two ranks (one
+/// operation per element, and a + b == b + a). HOCCL_TUNE_ONLINE=1 tries these, and the other sums, products and
+/// averages where the shortcut adds in the schedule's order (kernels/fold_order.h; Communicator::decide). Not
+/// PreMulSum.
 bool sameBitsEveryVariant(Coll coll, hocclDataType_t dtype, hocclRedOp_t op, int nranks);
 
 /// Online choice between two variants of one call shape: 0 (the tuner's pick) and 1 (the runner-up).

@@ -226,6 +226,7 @@ Resolved resolve(const Op& op) {
   r.args.chunkCount = std::max<size_t>(1, chunkBytes / r.elemSize);
   r.args.inPlace = isInPlace(op) && op.op < hocclNumOps;  // a PreMulSum's scaled copy of the input is never aliased
   r.decision = &comm.decide(r.call, r.args, r.elemSize);
+  r.call.fold = r.decision->fold;
   r.online = comm.lastOnlineChoice();
   // The chunk the tuner chose (HOCCL_CHUNK_SIZE unset), so that what is planned from r.args (HO-Ring's host level,
   // hocclGroupSimulatedSeconds) matches the decision's schedule.

@@ -5,9 +5,12 @@
 //      on every call and holds the same agreed estimates, bit for bit;
 //   2. all-reduce of floats, 2 ranks, sum: chosen online (a + b has one result whichever variant runs), and every
 //      result equals, bit for bit, the float sum of the two inputs, on calls of both variants;
-//   3. all-reduce of floats, 3 ranks: not chosen online by default (the order of a three-way sum changes its bits);
-//      with HOCCL_TUNE_ONLINE=2 it is, and the results match a double-precision reference within float rounding;
-//      int32 sums on 3 ranks are chosen online by default and exact;
+//   3. 3 ranks: all-reduce (out of place and in place) and reduce-scatter of float sums, float averages and int32
+//      sums are chosen online by default (the single copy adds in the order of the schedule it stands in for,
+//      kernels/fold_order.h); with HOCCL_TUNE_ONLINE=2 (every shape) too;
+//   every reduction's inputs repeat every kPeriod calls, and every result equals the first result of the same inputs
+//   bit for bit, whichever variant ran, and matches a double-precision reference within float rounding (2-rank float
+//   sums and int32 sums: exactly);
 //   4. HOCCL_TUNE_ONLINE=0 and HOCCL_ALGO=ring: nothing is chosen online.
 // A machine where the single copy cannot run (cross-memory attach refused) has no runner-up: the test says so and
 // exits 77 (skipped).
@@ -22,6 +25,8 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "kernels/fold_order.h"
+#include "kernels/memory.h"
 #include "harness.h"
 
 using namespace hoccl::test;
@@ -102,49 +107,146 @@ int allGatherPart(int rank, int nranks, hocclComm_t comm, bool inPlace) {
   return checkAgreement(rank, nranks, comm, variants, *choice, inPlace ? "all-gather in place" : "all-gather");
 }
 
-// All-reduce sums of kCalls calls; `exact`: bit for bit the float sum in rank order (2 ranks) or the integer sum;
-// otherwise within float rounding of the double sum. `expectOnline`: whether the shape must be chosen online.
-int allReducePart(int rank, int nranks, hocclComm_t comm, hocclDataType_t dtype, bool exact, bool expectOnline) {
+// Reductions of kCalls calls (all-reduce, or reduce-scatter of `count` per rank), sums or averages. Inputs repeat
+// every kPeriod calls, and a call's result must equal, bit for bit, the first result of the same inputs: whichever
+// variant ran, on every call. `exact`: bit for bit the float sum in rank order (2 ranks) or the integer sum;
+// otherwise within float rounding of the double sum (or average). Every shape must be chosen online.
+struct Reduction {
+  hocclDataType_t dtype = hocclFloat;
+  hocclRedOp_t op = hocclSum;
+  bool reduceScatter = false;
+  bool inPlace = false;
+  bool exact = false;
+  const char* what = "all-reduce";
+  bool registered = false;  ///< buffers of hocclMemAlloc registered with the communicator: the single copy's zero copy
+  bool everyShape = false;  ///< HOCCL_TUNE_ONLINE=2
+};
+
+// A buffer for reductionPart: ordinary, or registered memory of hocclMemAlloc.
+class TestBuffer {
+ public:
+  TestBuffer(hocclComm_t comm, size_t bytes, bool registered) : comm_(comm), plain_(registered ? 0 : bytes) {
+    data_ = plain_.data();
+    if (!registered) return;
+    if (hocclMemAlloc(&data_, bytes) != hocclSuccess || hocclCommRegister(comm, data_, bytes, &handle_) != hocclSuccess)
+      ok_ = false;
+  }
+  ~TestBuffer() {
+    if (handle_) hocclCommDeregister(comm_, handle_);
+    if (plain_.empty() && data_) hocclMemFree(data_);
+  }
+  char* data() const { return static_cast<char*>(data_); }
+  bool ok() const { return ok_; }
+
+ private:
+  hocclComm_t comm_;
+  std::vector<char> plain_;
+  void* data_ = nullptr;
+  void* handle_ = nullptr;
+  bool ok_ = true;
+};
+
+// The value a fold gives element e of the inputs (typed bytes per rank): pairwise in the fold's order with the CPU
+// kernel, then the average's division.
+std::vector<char> foldedElement(const hoccl::kernels::FoldOrder& fold, const std::vector<std::vector<char>>& typed,
+                                size_t e, hocclDataType_t dtype, hocclRedOp_t op, int nranks) {
+  const hoccl::kernels::MemoryOps& mem = hoccl::kernels::hostMemoryOps();
+  const size_t elem = hoccl::kernels::typeSize(dtype);
+  std::vector<char> v(elem);
+  fold.forEach(e, e + 1, [&](size_t, size_t, const std::vector<int>& order) {
+    mem.reduce(v.data(), typed[order[0]].data() + e * elem, typed[order[1]].data() + e * elem, 1, dtype,
+               hoccl::kernels::binOpOf(op));
+    for (size_t k = 2; k < order.size(); ++k)
+      mem.reduce(v.data(), v.data(), typed[order[k]].data() + e * elem, 1, dtype, hoccl::kernels::binOpOf(op));
+  });
+  if (op == hocclAvg) mem.divide(v.data(), 1, dtype, nranks);
+  return v;
+}
+
+constexpr int kPeriod = 5;
+
+int reductionPart(int rank, int nranks, hocclComm_t comm, const Reduction& how) {
   hoccl::Communicator& c = *comm->impl;
-  const size_t count = 100003;  // 400 KB: the single copy's all-reduce range (from 256 KiB)
-  const bool integral = dtype == hocclInt32;
-  std::vector<float> in(count), out(count);
-  std::vector<int32_t> inInt(count), outInt(count);
+  // 400 KB: the single copy's all-reduce range (from 256 KiB); reduce-scatter: 400 KB per rank.
+  const size_t count = 100003;
+  const size_t total = how.reduceScatter ? count * nranks : count;
+  const bool integral = how.dtype == hocclInt32;
+  const size_t elem = integral ? sizeof(int32_t) : sizeof(float);
+  TestBuffer sendBuffer(comm, total * elem, how.registered), recvBuffer(comm, count * elem, how.registered);
+  if (!sendBuffer.ok() || !recvBuffer.ok()) return fail(rank, std::string(how.what) + ": allocating or registering failed");
+  std::vector<std::vector<char>> firstResult(kPeriod);
   std::string variants;
+  size_t folded = 0;
   for (int call = 0; call < kCalls; ++call) {
-    const std::vector<float> mine = inputOf(call, rank, count, integral);
-    if (integral) {
-      for (size_t i = 0; i < count; ++i) inInt[i] = static_cast<int32_t>(mine[i]);
-      MP_CHECK(rank, hocclAllReduce(inInt.data(), outInt.data(), count, hocclInt32, hocclSum, comm, nullptr));
-    } else {
-      in = mine;
-      MP_CHECK(rank, hocclAllReduce(in.data(), out.data(), count, hocclFloat, hocclSum, comm, nullptr));
+    const int data = call % kPeriod;
+    std::vector<std::vector<char>> typed(nranks, std::vector<char>(total * elem));  // every rank's input
+    for (int r = 0; r < nranks; ++r) {
+      const std::vector<float> values = inputOf(data, r, total, integral);
+      for (size_t i = 0; i < total; ++i) {
+        const int32_t whole = static_cast<int32_t>(values[i]);
+        std::memcpy(typed[r].data() + i * elem, integral ? static_cast<const void*>(&whole) : &values[i], elem);
+      }
     }
+    char* sendbuf = sendBuffer.data();
+    char* recvbuf = how.inPlace ? sendbuf + (how.reduceScatter ? rank * count * elem : 0) : recvBuffer.data();
+    std::memcpy(sendbuf, typed[rank].data(), total * elem);
+    if (how.reduceScatter)
+      MP_CHECK(rank, hocclReduceScatter(sendbuf, recvbuf, count, how.dtype, how.op, comm, nullptr));
+    else
+      MP_CHECK(rank, hocclAllReduce(sendbuf, recvbuf, count, how.dtype, how.op, comm, nullptr));
     hoccl::OnlineChoice* choice = c.lastOnlineChoice();
-    if (!expectOnline) {
-      if (choice) return fail(rank, "an all-reduce whose variants may differ in the last bits is chosen online");
-      if (call == 3) return 0;  // a few calls show it; the results are the collectives tests' business
-      continue;
-    }
-    if (!choice) return fail(rank, "the all-reduce is not chosen online");
+    if (!choice) return fail(rank, std::string(how.what) + ": not chosen online");
     variants += static_cast<char>('0' + choice->variant());
-    std::vector<std::vector<float>> inputs;
-    for (int r = 0; r < nranks; ++r) inputs.push_back(inputOf(call, r, count, integral));
+    const char* result = recvbuf;
+    if (firstResult[data].empty()) {
+      firstResult[data].assign(result, result + count * elem);
+    } else if (std::memcmp(firstResult[data].data(), result, count * elem) != 0) {
+      return fail(rank, std::string(how.what) + " call " + std::to_string(call) + " (variant " +
+                            std::to_string(choice->variant()) + ", variants so far " + variants +
+                            "): the same inputs as call " + std::to_string(data) + " gave other bits");
+    }
+    const size_t first = how.reduceScatter ? rank * count : 0;
+    // Where the single copy follows the schedule's fold, every element is the fold of its inputs, bit for bit.
+    if (const auto fold = c.lastFold()) {
+      ++folded;
+      for (size_t i = 0; i < count; ++i)
+        if (std::memcmp(foldedElement(*fold, typed, first + i, how.dtype, how.op, nranks).data(), result + i * elem,
+                        elem) != 0)
+          return fail(rank, std::string(how.what) + " call " + std::to_string(call) + " (variant " +
+                                std::to_string(choice->variant()) + "): element " + std::to_string(i) +
+                                " is not its inputs added in the schedule's order");
+    }
+    const std::vector<float> inputs = [&] {  // every rank's input as floats
+      std::vector<float> v;
+      for (int r = 0; r < nranks; ++r) {
+        const std::vector<float> one = inputOf(data, r, total, integral);
+        v.insert(v.end(), one.begin(), one.end());
+      }
+      return v;
+    }();
     for (size_t i = 0; i < count; ++i) {
       double sum = 0;
       float twoWay = 0;
-      for (int r = 0; r < nranks; ++r) sum += inputs[r][i];
-      if (nranks == 2) twoWay = inputs[0][i] + inputs[1][i];
-      const double got = integral ? outInt[i] : out[i];
-      const bool ok = integral ? got == sum : exact ? std::memcmp(&out[i], &twoWay, sizeof(float)) == 0
-                                                    : std::abs(got - sum) <= 4e-7 * nranks * (1 + std::abs(sum));
+      for (int r = 0; r < nranks; ++r) sum += inputs[r * total + first + i];
+      if (how.op == hocclAvg) sum /= nranks;
+      if (nranks == 2) twoWay = inputs[first + i] + inputs[total + first + i];
+      int32_t whole = 0;
+      float real = 0;
+      std::memcpy(integral ? static_cast<void*>(&whole) : &real, result + i * elem, elem);
+      const double got = integral ? whole : real;
+      const bool ok = integral     ? got == sum
+                      : how.exact ? std::memcmp(&real, &twoWay, sizeof(float)) == 0
+                                  : std::abs(got - sum) <= 4e-7 * nranks * (1 + std::abs(sum));
       if (!ok)
-        return fail(rank, "all-reduce call " + std::to_string(call) + " (variant " +
+        return fail(rank, std::string(how.what) + " call " + std::to_string(call) + " (variant " +
                               std::to_string(choice->variant()) + "): element " + std::to_string(i) + " is " +
                               std::to_string(got) + ", want " + std::to_string(sum));
     }
   }
-  return checkAgreement(rank, nranks, comm, variants, *c.lastOnlineChoice(), "all-reduce");
+  // A float sum or average of 3 or more ranks is chosen online only with a fold (HOCCL_TUNE_ONLINE=1).
+  if (!integral && nranks > 2 && folded == 0 && !how.everyShape)
+    return fail(rank, std::string(how.what) + ": chosen online without the schedule's fold");
+  return checkAgreement(rank, nranks, comm, variants, *c.lastOnlineChoice(), how.what);
 }
 
 int body(int rank, int nranks, const hocclUniqueId& id, const char* online, const char* algo) {
@@ -163,12 +265,22 @@ int body(int rank, int nranks, const hocclUniqueId& id, const char* online, cons
       if (comm->impl->lastOnlineChoice()) rc = fail(rank, "a shape is chosen online with the online choice off");
     }
   } else if (online && std::string(online) == "2") {
-    rc = allReducePart(rank, nranks, comm, hocclFloat, false, true);
+    rc = reductionPart(rank, nranks, comm, {hocclFloat, hocclSum, false, false, false, "all-reduce, every shape online", false, true});
   } else {
     rc = allGatherPart(rank, nranks, comm, false);
     if (rc == 0) rc = allGatherPart(rank, nranks, comm, true);
-    if (rc == 0) rc = allReducePart(rank, nranks, comm, hocclFloat, nranks == 2, nranks == 2);
-    if (rc == 0 && nranks > 2) rc = allReducePart(rank, nranks, comm, hocclInt32, true, true);
+    // Float sums: chosen online on any rank count, the single copy adding in the schedule's order.
+    if (rc == 0) rc = reductionPart(rank, nranks, comm, {hocclFloat, hocclSum, false, false, nranks == 2, "all-reduce"});
+    if (rc == 0 && nranks > 2) {
+      rc = reductionPart(rank, nranks, comm, {hocclFloat, hocclSum, false, true, false, "all-reduce in place"});
+      if (rc == 0) rc = reductionPart(rank, nranks, comm, {hocclFloat, hocclSum, true, false, false, "reduce-scatter"});
+      if (rc == 0) rc = reductionPart(rank, nranks, comm, {hocclInt32, hocclSum, false, false, true, "all-reduce int32"});
+      // An average: the schedule's sum divided at the end, the single copy's the same way.
+      if (rc == 0) rc = reductionPart(rank, nranks, comm, {hocclFloat, hocclAvg, false, false, false, "all-reduce avg"});
+      // Registered buffers: the single copy runs over mappings (zero copy), in the schedule's order too.
+      if (rc == 0)
+        rc = reductionPart(rank, nranks, comm, {hocclFloat, hocclSum, false, false, false, "all-reduce registered", true});
+    }
   }
   MP_CHECK(rank, hocclCommDestroy(comm));
   return rc;

@@ -46,6 +46,7 @@
 #include "base/error.h"
 #include "base/params.h"
 #include "kernels/cpu/copy.h"
+#include "kernels/fold_order.h"
 #include "kernels/shared_mem.h"
 #include "transports/shm/shm_price.h"
 #include "transports/shm/shm_small.h"
@@ -107,6 +108,8 @@ class SingleCopyOp final : public ShortcutOp {
   [[noreturn]] void copyFailed(int peer, const char* how, int err) const;
   void copyPhase();
   void reducePhase();
+  void reduceBlock(size_t srcOffset, size_t blockBytes, const char* mine, char* out);
+  void foldBlock(size_t srcOffset, size_t blockBytes, const char* mine, char* out);
   bool allRegistered() const;
   bool mayClaim() const;
   void zeroCopyPhase();
@@ -333,7 +336,6 @@ void SingleCopyOp::kernelCopy(int peer, pid_t pid, char* local, const char* remo
 void SingleCopyOp::reducePhase() {
   const int me = s_.rank(), p = s_.nranks();
   const size_t elem = elemSize(call_);
-  const kernels::MemoryOps& mem = kernels::memoryOps(call_.recvKind);
   // This rank's block: where it lies in every rank's input, and where the result goes.
   size_t srcOffset, blockBytes;
   char* out;
@@ -347,6 +349,25 @@ void SingleCopyOp::reducePhase() {
     out = static_cast<char*>(call_.recvbuf);
   }
   const char* mine = static_cast<const char*>(call_.sendbuf) + srcOffset;
+  if (call_.fold) foldBlock(srcOffset, blockBytes, mine, out);
+  else reduceBlock(srcOffset, blockBytes, mine, out);
+  // Between this rank and peer q cross: q's input block r (in) and q's input block q (out, read by q); for
+  // all-reduce also the result block r (out, pushed) and the result block q (in, pushed by q).
+  for (int q = 0; q < p; ++q) {
+    if (q == me) continue;
+    size_t theirs = blockBytes;
+    if (call_.coll == Coll::AllReduce)
+      theirs = (blockBegin(call_.count, q + 1, p) - blockBegin(call_.count, q, p)) * elem;
+    const size_t both = call_.coll == Coll::AllReduce ? blockBytes + theirs : blockBytes;
+    s_.count(q, both, both);
+  }
+}
+
+// This rank's own order: its own input first, then every peer's in rank order, a piece at a time.
+void SingleCopyOp::reduceBlock(size_t srcOffset, size_t blockBytes, const char* mine, char* out) {
+  const int me = s_.rank(), p = s_.nranks();
+  const size_t elem = elemSize(call_);
+  const kernels::MemoryOps& mem = kernels::memoryOps(call_.recvKind);
   thread_local std::vector<char> pieceBuffer;
   pieceBuffer.resize(kPiece + 2 * kCacheLine);
   const kernels::BinOp bin = kernels::binOpOf(call_.op);
@@ -366,15 +387,44 @@ void SingleCopyOp::reducePhase() {
       for (int q = 0; q < p; ++q)
         if (q != me) crossCopy(q, out + x, reinterpret_cast<const char*>(peer_[q].recv) + srcOffset + x, m, true);
   }
-  // Between this rank and peer q cross: q's input block r (in) and q's input block q (out, read by q); for
-  // all-reduce also the result block r (out, pushed) and the result block q (in, pushed by q).
-  for (int q = 0; q < p; ++q) {
-    if (q == me) continue;
-    size_t theirs = blockBytes;
-    if (call_.coll == Coll::AllReduce)
-      theirs = (blockBegin(call_.count, q + 1, p) - blockBegin(call_.count, q, p)) * elem;
-    const size_t both = call_.coll == Coll::AllReduce ? blockBytes + theirs : blockBytes;
-    s_.count(q, both, both);
+}
+
+// The call's fold order (a schedule's): each piece is pulled from every peer first, into private buffers of 512 KiB
+// together at most (they stay in L2), then added up segment by segment in the order given.
+void SingleCopyOp::foldBlock(size_t srcOffset, size_t blockBytes, const char* mine, char* out) {
+  const int me = s_.rank(), p = s_.nranks();
+  const size_t elem = elemSize(call_);
+  const kernels::MemoryOps& mem = kernels::memoryOps(call_.recvKind);
+  constexpr size_t kPage = 4096;  // a multiple of every element size
+  const size_t piece = std::max(kPage, std::min(kPiece, 2 * kPiece / static_cast<size_t>(std::max(1, p - 1))) / kPage * kPage);
+  const size_t slot = piece + 2 * kCacheLine;
+  thread_local std::vector<char> pulled;
+  pulled.resize(slot * static_cast<size_t>(p));
+  const kernels::BinOp bin = kernels::binOpOf(call_.op);
+  std::vector<const char*> at(static_cast<size_t>(p));
+  std::vector<const void*> sources(static_cast<size_t>(p));
+  for (size_t x = 0; x < blockBytes; x += piece) {
+    const size_t m = std::min(piece, blockBytes - x);
+    for (int q = 0; q < p; ++q) {
+      if (q == me) {
+        at[q] = mine + x;
+        continue;
+      }
+      const char* remote = reinterpret_cast<const char*>(peer_[q].send) + srcOffset + x;
+      char* buffer = alignedLike(pulled.data() + slot * static_cast<size_t>(q), remote);
+      crossCopy(q, buffer, remote, m, false);
+      at[q] = buffer;
+    }
+    const size_t first = (srcOffset + x) / elem;
+    call_.fold->forEach(first, first + m / elem, [&](size_t b, size_t e, const std::vector<int>& order) {
+      const size_t skip = (b - first) * elem;
+      for (int q = 0; q < p; ++q) sources[q] = at[q] + skip;
+      kernels::foldInto(mem, out + x + skip, sources, order, e - b, call_.dtype, bin);
+    });
+    if (call_.op == hocclAvg) mem.divide(out + x, m / elem, call_.dtype, p);
+    if (call_.coll == Coll::AllReduce)  // hand the finished piece, still in cache, to every peer's output
+      for (int q = 0; q < p; ++q)
+        if (q != me) crossCopy(q, out + x, reinterpret_cast<const char*>(peer_[q].recv) + srcOffset + x, m, true);
   }
 }
 

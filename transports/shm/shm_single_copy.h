@@ -12,7 +12,8 @@
 /// memory, when every pair of ranks may read each other's memory (probed once at init), from a message size that is
 /// the measured crossover against the slot schedules: HOCCL_CMA_MIN_BYTES when set (0 turns the shortcut off), else
 /// all-gather from 32 KiB, broadcast from 128 KiB, all-reduce and reduce-scatter from 256 KiB, all-to-all from 16 MiB
-/// (the larger buffer; docs/performance.md). On ordinary buffers (through the kernel) the tuner may choose it for
+/// (the larger buffer; docs/performance.md). A reduction adds its inputs in its own order (shm_single_copy.cc), or in a
+/// schedule's when the call carries one (CollCall::fold), which gives that schedule's bits. On ordinary buffers (through the kernel) the tuner may choose it for
 /// all-reduce, reduce-scatter and all-gather only from 4 MiB (choosableOnOrdinaryBuffers); forcing still runs it.
 #pragma once
 
@@ -41,6 +42,9 @@ class SingleCopyShortcut final : public Shortcut {
   double predictSeconds(const CollCall& call, const topo::LinkModel& model) const override;
   /// The same with the copies over mappings (zero copy), when the arena carries the shared descriptors.
   std::optional<double> predictRegisteredSeconds(const CollCall& call, const topo::LinkModel& model) const override;
+  /// Yes: with CollCall::fold its all-reduce and reduce-scatter add every element in that order (a schedule's), over
+  /// the kernel and over mappings alike.
+  bool followsFold() const override { return true; }
   /// Starts the call: nothing happens until the first poll.
   std::unique_ptr<ShortcutOp> start(const CollCall& call) override;
   /// Starts the call for registered buffers only: declined after the address round unless every rank registered.

@@ -5,7 +5,8 @@
  * element size; the last one shorter), and the pieces into p blocks (block r: pieces [P*r/p, P*(r+1)/p), the share
  * rank r had when the shares were fixed). Rank r takes the pieces of its own block from the front, one at a time,
  * then the pieces left in the other blocks from the back (blocks r+1, r+2, ... in turn); it reduces each piece from
- * every rank's input and writes it into every rank's output. A rank that copies faster (the two ranks' copies differ
+ * every rank's input, in rank order whoever claimed it (or in the order of the call's fold, CollCall::fold), and
+ * writes it into every rank's output. A rank that copies faster (the two ranks' copies differ
  * by up to 30% here: docs/performance.md) takes pieces of the slower one's block instead of waiting for it in the
  * closing round, and each rank keeps touching the same part of the buffers from call to call while the ranks keep
  * pace (a single shared counter that dealt out the pieces in turn was slower than fixed shares in this session's
@@ -40,11 +41,13 @@
 #include "transports/shm/shm_zero_copy.h"
 
 #include <algorithm>
+#include <numeric>
 #include <utility>
 #include <vector>
 
 #include "base/error.h"
 #include "kernels/cpu/copy.h"
+#include "kernels/fold_order.h"
 #include "kernels/memory.h"
 
 namespace hoccl::transport::shm {
@@ -76,14 +79,23 @@ void reducePiece(const CollCall& call, int me, int p, const MappedBuffers& b, si
   const kernels::BinOp bin = kernels::binOpOf(call.op);
   char* out = b.recv[me] + dstOffset;
   char* acc = scratch ? scratch : out + x;
-  // Own input first: in place, out aliases it, so it must be read before out is written.
-  const char* first = b.send[me] + srcOffset + x;
-  for (int q = 0; q < p; ++q) {
-    if (q == me) continue;
-    mem.reduce(acc, first, b.send[q] + srcOffset + x, n, call.dtype, bin);
-    first = acc;
+  // The ranks' inputs in rank order, whoever claimed the piece (so a float sum has the same bits on every call), or
+  // in a schedule's order (CollCall::fold). foldInto keeps an in-place input intact until it is read.
+  std::vector<const void*> sources(static_cast<size_t>(p));
+  const size_t begin = (srcOffset + x) / elem;
+  auto fold = [&](size_t from, size_t to, const std::vector<int>& order) {
+    const size_t skip = (from - begin) * elem;
+    for (int q = 0; q < p; ++q) sources[q] = b.send[q] + srcOffset + x + skip;
+    kernels::foldInto(mem, acc + skip, sources, order, to - from, call.dtype, bin);
+  };
+  if (call.fold) {
+    call.fold->forEach(begin, begin + n, fold);
+  } else {
+    thread_local std::vector<int> rankOrder;
+    rankOrder.resize(static_cast<size_t>(p));
+    std::iota(rankOrder.begin(), rankOrder.end(), 0);
+    fold(begin, begin + n, rankOrder);
   }
-  if (p == 1 && acc != first) mem.copy(acc, first, m);
   if (call.op == hocclAvg) mem.divide(acc, n, call.dtype, p);
   if (scratch) kernels::copyStreaming(out + x, acc, m);
   if (pushToAll)
