@@ -114,11 +114,19 @@ TEST_CASE("a burst of slow calls in the winner's window does not switch: the swi
   CHECK(c.agreements() == 2);
   CHECK(c.winner() == 0);
   CHECK(std::count(ran.begin(), ran.end(), 1) == 2 * OnlineChoice::kBlock);  // the exploration and the confirmation
-  // A lasting change does switch, after the confirmation.
+  // A lasting change does switch, after the confirmation; the log line between the two agreements says which
+  // variant measured faster and when the confirmation ends, not that the slower one wins.
   OnlineChoice d;
-  drive(d, start + 4 * OnlineChoice::kBlock, fixed(30, 12));
+  drive(d, start + OnlineChoice::kBlock, fixed(30, 12));
+  CHECK(d.agreements() == 1);
+  // The exploration's agreement at call 79, the winner's 16 calls, the challenger's block of calls 96-111.
+  const int confirmedAt = start + (OnlineChoice::kBlock - 1) + (OnlineChoice::kBlock + 1) + (OnlineChoice::kBlock - 1);
+  CHECK(d.describe().find("variant 1 measured faster than variant 0 (12000000.0 us against 30000000.0 us") == 0);
+  CHECK(d.describe().find("wins again after call " + std::to_string(confirmedAt)) != std::string::npos);
+  drive(d, 3 * OnlineChoice::kBlock, fixed(30, 12));
   CHECK(d.agreements() == 2);
   CHECK(d.winner() == 1);
+  CHECK(d.describe().find("variant 1 wins (12000000.0 us against 30000000.0 us") == 0);
 }
 
 TEST_CASE("the re-check interval keeps the loser's cost bounded and stays within its limits") {
