@@ -229,7 +229,8 @@ sched::Schedule hoRingSchedule(const sched::CollArgs& args, const topo::Topology
 
 std::optional<kernels::FoldOrder> hoRingFold(const sched::CollArgs& args, const topo::Topology& topo) {
   const bool ar = args.coll == Coll::AllReduce;
-  if ((!ar && args.coll != Coll::ReduceScatter) || !hoRingApplicable(args, topo) || args.nranks < 2) return std::nullopt;
+  if ((!ar && args.coll != Coll::ReduceScatter) || !hoRingApplicable(args, topo) || args.nranks < 2)
+    return std::nullopt;
   const topo::Hierarchy h = topo::hierarchy(topo);
   if (h.levels() != 1) return std::nullopt;
   const int n = h.sizes[0];
@@ -239,7 +240,8 @@ std::optional<kernels::FoldOrder> hoRingFold(const sched::CollArgs& args, const 
   fold.orders = kernels::FoldOrder::ringOrders(ring);
   const size_t c = args.count;
   if (!ar) {  // every slice of rank r's block sits at r's place of its chunk (virtual block = coordinate)
-    for (int r = 0; r < n; ++r) fold.segments.push_back({static_cast<size_t>(r) * c, static_cast<uint32_t>(h.coord[r][0])});
+    for (int r = 0; r < n; ++r)
+      fold.segments.push_back({static_cast<size_t>(r) * c, static_cast<uint32_t>(h.coord[r][0])});
     return fold;
   }
   // Part j of chunk k (reduceScatterSlots) ends at position j.

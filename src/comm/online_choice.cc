@@ -102,9 +102,10 @@ void OnlineChoice::decide() {
 
 std::string OnlineChoice::describe() const {
   if (confirming_)
-    return fmt::format("variant {} measured faster than variant {} ({:.1f} us against {:.1f} us, the slowest rank's "
-                       "medians); it replaces it if it wins again after call {}",
-                       1 - winner_, winner_, estimate_[1 - winner_] * 1e6, estimate_[winner_] * 1e6, nextCheck_ + kBlock - 1);
+    return fmt::format(
+        "variant {} measured faster than variant {} ({:.1f} us against {:.1f} us, the slowest rank's medians); it "
+        "replaces it if it wins again after call {}",
+        1 - winner_, winner_, estimate_[1 - winner_] * 1e6, estimate_[winner_] * 1e6, nextCheck_ + kBlock - 1);
   return fmt::format("variant {} wins ({:.1f} us against {:.1f} us, the slowest rank's medians), next re-check at "
                      "call {}",
                      winner_, estimate_[winner_] * 1e6, estimate_[1 - winner_] * 1e6, nextCheck_);

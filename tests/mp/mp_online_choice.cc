@@ -163,6 +163,14 @@ std::vector<char> foldedElement(const hoccl::kernels::FoldOrder& fold, const std
   return v;
 }
 
+Reduction reduction(hocclDataType_t dtype, hocclRedOp_t op, const char* what) {
+  Reduction r;
+  r.dtype = dtype;
+  r.op = op;
+  r.what = what;
+  return r;
+}
+
 constexpr int kPeriod = 5;
 
 int reductionPart(int rank, int nranks, hocclComm_t comm, const Reduction& how) {
@@ -173,7 +181,8 @@ int reductionPart(int rank, int nranks, hocclComm_t comm, const Reduction& how) 
   const bool integral = how.dtype == hocclInt32;
   const size_t elem = integral ? sizeof(int32_t) : sizeof(float);
   TestBuffer sendBuffer(comm, total * elem, how.registered), recvBuffer(comm, count * elem, how.registered);
-  if (!sendBuffer.ok() || !recvBuffer.ok()) return fail(rank, std::string(how.what) + ": allocating or registering failed");
+  if (!sendBuffer.ok() || !recvBuffer.ok())
+    return fail(rank, std::string(how.what) + ": allocating or registering failed");
   std::vector<std::vector<char>> firstResult(kPeriod);
   std::string variants;
   size_t folded = 0;
@@ -265,21 +274,30 @@ int body(int rank, int nranks, const hocclUniqueId& id, const char* online, cons
       if (comm->impl->lastOnlineChoice()) rc = fail(rank, "a shape is chosen online with the online choice off");
     }
   } else if (online && std::string(online) == "2") {
-    rc = reductionPart(rank, nranks, comm, {hocclFloat, hocclSum, false, false, false, "all-reduce, every shape online", false, true});
+    Reduction every = reduction(hocclFloat, hocclSum, "all-reduce, every shape online");
+    every.everyShape = true;
+    rc = reductionPart(rank, nranks, comm, every);
   } else {
     rc = allGatherPart(rank, nranks, comm, false);
     if (rc == 0) rc = allGatherPart(rank, nranks, comm, true);
     // Float sums: chosen online on any rank count, the single copy adding in the schedule's order.
-    if (rc == 0) rc = reductionPart(rank, nranks, comm, {hocclFloat, hocclSum, false, false, nranks == 2, "all-reduce"});
-    if (rc == 0 && nranks > 2) {
-      rc = reductionPart(rank, nranks, comm, {hocclFloat, hocclSum, false, true, false, "all-reduce in place"});
-      if (rc == 0) rc = reductionPart(rank, nranks, comm, {hocclFloat, hocclSum, true, false, false, "reduce-scatter"});
-      if (rc == 0) rc = reductionPart(rank, nranks, comm, {hocclInt32, hocclSum, false, false, true, "all-reduce int32"});
+    Reduction sum = reduction(hocclFloat, hocclSum, "all-reduce");
+    sum.exact = nranks == 2;
+    if (rc == 0) rc = reductionPart(rank, nranks, comm, sum);
+    if (nranks > 2) {
+      Reduction inPlace = reduction(hocclFloat, hocclSum, "all-reduce in place");
+      inPlace.inPlace = true;
+      Reduction scatter = reduction(hocclFloat, hocclSum, "reduce-scatter");
+      scatter.reduceScatter = true;
+      Reduction integers = reduction(hocclInt32, hocclSum, "all-reduce int32");
+      integers.exact = true;
       // An average: the schedule's sum divided at the end, the single copy's the same way.
-      if (rc == 0) rc = reductionPart(rank, nranks, comm, {hocclFloat, hocclAvg, false, false, false, "all-reduce avg"});
+      Reduction average = reduction(hocclFloat, hocclAvg, "all-reduce avg");
       // Registered buffers: the single copy runs over mappings (zero copy), in the schedule's order too.
-      if (rc == 0)
-        rc = reductionPart(rank, nranks, comm, {hocclFloat, hocclSum, false, false, false, "all-reduce registered", true});
+      Reduction registered = reduction(hocclFloat, hocclSum, "all-reduce registered");
+      registered.registered = true;
+      for (const Reduction& how : {inPlace, scatter, integers, average, registered})
+        if (rc == 0) rc = reductionPart(rank, nranks, comm, how);
     }
   }
   MP_CHECK(rank, hocclCommDestroy(comm));

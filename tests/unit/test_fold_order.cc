@@ -164,7 +164,8 @@ TEST_CASE("foldInto adds in the order given, in every type, with the output on a
         for (size_t i = 0; i < n; ++i) {
           char* w = want.data() + i * elem;
           if (p == 1) std::memcpy(w, in[order[0]].data() + i * elem, elem);
-          else mem.reduce(w, in[order[0]].data() + i * elem, in[order[1]].data() + i * elem, 1, dt, kernels::BinOp::Sum);
+          else
+            mem.reduce(w, in[order[0]].data() + i * elem, in[order[1]].data() + i * elem, 1, dt, kernels::BinOp::Sum);
           for (int k = 2; k < p; ++k) mem.reduce(w, w, in[order[k]].data() + i * elem, 1, dt, kernels::BinOp::Sum);
         }
         std::vector<char> separate(n * elem);

@@ -508,7 +508,12 @@ TEST_CASE("splitShare: a child's call that fails mid-way stops its parent too, w
       if (r == 0) {
         // Rank 1 never makes the child's call: rank 0's waits with a receive posted on the parent's connection
         // until another thread aborts the child.
+        // It aborts only once the call is inside the communicator (on a loaded machine this thread may not even have
+        // made the call 300 ms later, and a call on an aborted, freed communicator is the caller's bug).
         std::thread aborter([&] {
+          const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+          while (child->impl->inFlight.load() == 0 && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
           std::this_thread::sleep_for(std::chrono::milliseconds(300));
           hocclCommAbort(child);
         });

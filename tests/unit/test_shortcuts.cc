@@ -750,10 +750,11 @@ std::string foldCases(Rank& st, uint64_t seed) {
   if (!st.copy) return "SKIP";
   if (!st.copy->followsFold()) return "single copy says it does not follow a fold";
   const kernels::MemoryOps& mem = kernels::hostMemoryOps();
-  const CopyCase cases[] = {{Coll::AllReduce, hocclFloat, hocclSum, 0},     {Coll::AllReduce, hocclFloat16, hocclSum, 0},
-                            {Coll::AllReduce, hocclBfloat16, hocclSum, 0},  {Coll::AllReduce, hocclFloat, hocclAvg, 0},
-                            {Coll::AllReduce, hocclDouble, hocclProd, 0},   {Coll::ReduceScatter, hocclFloat, hocclSum, 0},
-                            {Coll::ReduceScatter, hocclFloat16, hocclSum, 0}};
+  const CopyCase cases[] = {
+      {Coll::AllReduce, hocclFloat, hocclSum, 0},    {Coll::AllReduce, hocclFloat16, hocclSum, 0},
+      {Coll::AllReduce, hocclBfloat16, hocclSum, 0}, {Coll::AllReduce, hocclFloat, hocclAvg, 0},
+      {Coll::AllReduce, hocclDouble, hocclProd, 0},  {Coll::ReduceScatter, hocclFloat, hocclSum, 0},
+      {Coll::ReduceScatter, hocclFloat16, hocclSum, 0}};
   for (const CopyCase& cc : cases)
     for (size_t count : {size_t{7}, size_t{100003}, (size_t{1} << 18) + 1}) {
       if (count > 100003 && cc.coll != Coll::AllReduce) continue;

@@ -396,7 +396,8 @@ void SingleCopyOp::foldBlock(size_t srcOffset, size_t blockBytes, const char* mi
   const size_t elem = elemSize(call_);
   const kernels::MemoryOps& mem = kernels::memoryOps(call_.recvKind);
   constexpr size_t kPage = 4096;  // a multiple of every element size
-  const size_t piece = std::max(kPage, std::min(kPiece, 2 * kPiece / static_cast<size_t>(std::max(1, p - 1))) / kPage * kPage);
+  const size_t budget = std::min(kPiece, 2 * kPiece / static_cast<size_t>(std::max(1, p - 1)));
+  const size_t piece = std::max(kPage, budget / kPage * kPage);
   const size_t slot = piece + 2 * kCacheLine;
   thread_local std::vector<char> pulled;
   pulled.resize(slot * static_cast<size_t>(p));
