@@ -1,8 +1,6 @@
 // Folding the ranks' inputs in a given order (see fold_order.h).
 #include "kernels/fold_order.h"
 
-#include <cstring>
-
 namespace hoccl::kernels {
 
 std::vector<std::vector<int>> FoldOrder::ringOrders(const std::vector<int>& ring) {
