@@ -693,15 +693,15 @@ std::string singleCopyCases(Rank& st, uint64_t seed) {
   return "";
 }
 
-}  // namespace
-
-TEST_CASE("single copy: all-reduce, reduce-scatter, all-gather, broadcast, all-to-all; odd counts; in place",
-          "[shortcuts][copy][fork]") {
+/// Runs `cases` (a rank's share of a test, returning "" or its first problem, "SKIP" when the single copy cannot run)
+/// on 3 forked processes (process_vm_readv/writev; skipped with a warning where cross-memory attach is refused), then
+/// on `threads` threads of this process (one address space: memcpy). Seeds: `seed` and `seed` + 1000.
+void onProcessesAndThreads(const std::function<std::string(Rank&, uint64_t)>& cases, int threads, uint64_t seed) {
   SECTION("3 processes (process_vm_readv/writev)") {
     const boot::UniqueId id = boot::createUniqueId();
     auto results = runProcesses(3, [&](int r) {
       auto st = connectRank(id, r, 3);
-      std::string bad = singleCopyCases(*st, 1000);
+      std::string bad = cases(*st, seed);
       st->boot->barrier();
       return bad;
     });
@@ -712,16 +712,23 @@ TEST_CASE("single copy: all-reduce, reduce-scatter, all-gather, broadcast, all-t
       CHECK(firstError(results).empty());
     }
   }
-  SECTION("3 threads (one address space: memcpy)") {
-    auto ranks = connectThreads(3);
+  SECTION("threads (one address space: memcpy)") {
+    auto ranks = connectThreads(threads);
     REQUIRE(bool(ranks[0]->copy));  // a process may always read itself
-    auto errors = runThreads(3, [&](int r) {
-      std::string bad = singleCopyCases(*ranks[r], 2000);
+    auto errors = runThreads(threads, [&](int r) {
+      std::string bad = cases(*ranks[r], seed + 1000);
       if (!bad.empty()) throw std::runtime_error(bad);
     });
     INFO(firstError(errors));
     CHECK(firstError(errors).empty());
   }
+}
+
+}  // namespace
+
+TEST_CASE("single copy: all-reduce, reduce-scatter, all-gather, broadcast, all-to-all; odd counts; in place",
+          "[shortcuts][copy][fork]") {
+  onProcessesAndThreads(singleCopyCases, 3, 1000);
 }
 
 namespace {
@@ -807,30 +814,7 @@ std::string foldCases(Rank& st, uint64_t seed) {
 
 TEST_CASE("single copy follows a fold: every element, bit for bit, in the order the call gives",
           "[shortcuts][copy][fold][fork]") {
-  SECTION("3 processes (process_vm_readv/writev)") {
-    const boot::UniqueId id = boot::createUniqueId();
-    auto results = runProcesses(3, [&](int r) {
-      auto st = connectRank(id, r, 3);
-      std::string bad = foldCases(*st, 3000);
-      st->boot->barrier();
-      return bad;
-    });
-    if (results[0] == "SKIP") {
-      WARN("single copy not permitted between processes here (arena crossMemory() is false): not tested");
-    } else {
-      INFO(firstError(results));
-      CHECK(firstError(results).empty());
-    }
-  }
-  SECTION("4 threads (one address space: memcpy)") {
-    auto ranks = connectThreads(4);
-    auto errors = runThreads(4, [&](int r) {
-      std::string bad = foldCases(*ranks[r], 4000);
-      if (!bad.empty()) throw std::runtime_error(bad);
-    });
-    INFO(firstError(errors));
-    CHECK(firstError(errors).empty());
-  }
+  onProcessesAndThreads(foldCases, 4, 3000);
 }
 
 TEST_CASE("single copy for registered buffers only: on ordinary buffers every rank declines and no byte changes",
