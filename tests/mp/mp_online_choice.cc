@@ -5,13 +5,17 @@
 //      on every call and holds the same agreed estimates, bit for bit;
 //   2. all-reduce of floats, 2 ranks, sum: chosen online (a + b has one result whichever variant runs), and every
 //      result equals, bit for bit, the float sum of the two inputs, on calls of both variants;
-//   3. 3 ranks: all-reduce (out of place and in place) and reduce-scatter of float sums, float averages and int32
-//      sums are chosen online by default (the single copy adds in the order of the schedule it stands in for,
-//      kernels/fold_order.h); with HOCCL_TUNE_ONLINE=2 (every shape) too;
+//   3. 3 ranks: all-reduce (out of place, in place, and on registered buffers, which the single copy reaches through
+//      mappings) and reduce-scatter of float sums, float averages and int32 sums are chosen online by default (the
+//      single copy adds in the order of the schedule it stands in for, kernels/fold_order.h); with
+//      HOCCL_TUNE_ONLINE=2 (every shape) too;
+//   4. 4 ranks, all-reduce of 4 MiB: the pair is the single copy and HO-Ring in chunks, whose fold has a segment per
+//      part of every chunk (the test fails if the model ever pairs another schedule there: choose another size);
 //   every reduction's inputs repeat every kPeriod calls, and every result equals the first result of the same inputs
 //   bit for bit, whichever variant ran, and matches a double-precision reference within float rounding (2-rank float
-//   sums and int32 sums: exactly);
-//   4. HOCCL_TUNE_ONLINE=0 and HOCCL_ALGO=ring: nothing is chosen online.
+//   sums and int32 sums: exactly); where the single copy follows a fold, every element equals its inputs added in
+//   that order (on every call of the 400 KB shapes, on the first call of each run of one variant at 4 MiB);
+//   5. HOCCL_TUNE_ONLINE=0 and HOCCL_ALGO=ring: nothing is chosen online.
 // A machine where the single copy cannot run (cross-memory attach refused) has no runner-up: the test says so and
 // exits 77 (skipped).
 //
@@ -120,6 +124,8 @@ struct Reduction {
   const char* what = "all-reduce";
   bool registered = false;  ///< buffers of hocclMemAlloc registered with the communicator: the single copy's zero copy
   bool everyShape = false;  ///< HOCCL_TUNE_ONLINE=2
+  size_t count = 100003;    ///< elements per rank's result (400 KB: the single copy's all-reduce range, from 256 KiB)
+  bool chunkedFold = false;  ///< the schedule of the pair must be HO-Ring in chunks (more fold segments than ranks)
 };
 
 // A buffer for reductionPart: ordinary, or registered memory of hocclMemAlloc.
@@ -175,8 +181,7 @@ constexpr int kPeriod = 5;
 
 int reductionPart(int rank, int nranks, hocclComm_t comm, const Reduction& how) {
   hoccl::Communicator& c = *comm->impl;
-  // 400 KB: the single copy's all-reduce range (from 256 KiB); reduce-scatter: 400 KB per rank.
-  const size_t count = 100003;
+  const size_t count = how.count;
   const size_t total = how.reduceScatter ? count * nranks : count;
   const bool integral = how.dtype == hocclInt32;
   const size_t elem = integral ? sizeof(int32_t) : sizeof(float);
@@ -184,18 +189,23 @@ int reductionPart(int rank, int nranks, hocclComm_t comm, const Reduction& how) 
   if (!sendBuffer.ok() || !recvBuffer.ok())
     return fail(rank, std::string(how.what) + ": allocating or registering failed");
   std::vector<std::vector<char>> firstResult(kPeriod);
+  std::vector<std::vector<std::vector<char>>> typedOf(kPeriod);  // per data class, every rank's input as bytes
   std::string variants;
   size_t folded = 0;
   for (int call = 0; call < kCalls; ++call) {
     const int data = call % kPeriod;
-    std::vector<std::vector<char>> typed(nranks, std::vector<char>(total * elem));  // every rank's input
-    for (int r = 0; r < nranks; ++r) {
-      const std::vector<float> values = inputOf(data, r, total, integral);
-      for (size_t i = 0; i < total; ++i) {
-        const int32_t whole = static_cast<int32_t>(values[i]);
-        std::memcpy(typed[r].data() + i * elem, integral ? static_cast<const void*>(&whole) : &values[i], elem);
+    if (typedOf[data].empty()) {
+      typedOf[data].assign(nranks, std::vector<char>(total * elem));
+      for (int r = 0; r < nranks; ++r) {
+        const std::vector<float> values = inputOf(data, r, total, integral);
+        for (size_t i = 0; i < total; ++i) {
+          const int32_t whole = static_cast<int32_t>(values[i]);
+          std::memcpy(typedOf[data][r].data() + i * elem, integral ? static_cast<const void*>(&whole) : &values[i],
+                      elem);
+        }
       }
     }
+    const std::vector<std::vector<char>>& typed = typedOf[data];
     char* sendbuf = sendBuffer.data();
     char* recvbuf = how.inPlace ? sendbuf + (how.reduceScatter ? rank * count * elem : 0) : recvBuffer.data();
     std::memcpy(sendbuf, typed[rank].data(), total * elem);
@@ -215,8 +225,14 @@ int reductionPart(int rank, int nranks, hocclComm_t comm, const Reduction& how) 
                             "): the same inputs as call " + std::to_string(data) + " gave other bits");
     }
     const size_t first = how.reduceScatter ? rank * count : 0;
-    // Where the single copy follows the schedule's fold, every element is the fold of its inputs, bit for bit.
-    if (const auto fold = c.lastFold()) {
+    // Where the single copy follows the schedule's fold, every element is the fold of its inputs, bit for bit: on
+    // every call of small shapes, on the first call of each run of one variant of large ones.
+    const auto fold = c.lastFold();
+    if (fold && how.chunkedFold && fold->segments.size() <= static_cast<size_t>(nranks))
+      return fail(rank, std::string(how.what) + ": the pair's schedule is not HO-Ring in chunks (" +
+                            std::to_string(fold->segments.size()) + " fold segments); choose another size");
+    const bool runStarts = variants.size() < 2 || variants[variants.size() - 2] != variants.back();
+    if (fold && (count <= 100003 || runStarts)) {
       ++folded;
       for (size_t i = 0; i < count; ++i)
         if (std::memcmp(foldedElement(*fold, typed, first + i, how.dtype, how.op, nranks).data(), result + i * elem,
@@ -225,20 +241,18 @@ int reductionPart(int rank, int nranks, hocclComm_t comm, const Reduction& how) 
                                 std::to_string(choice->variant()) + "): element " + std::to_string(i) +
                                 " is not its inputs added in the schedule's order");
     }
-    const std::vector<float> inputs = [&] {  // every rank's input as floats
-      std::vector<float> v;
-      for (int r = 0; r < nranks; ++r) {
-        const std::vector<float> one = inputOf(data, r, total, integral);
-        v.insert(v.end(), one.begin(), one.end());
-      }
-      return v;
-    }();
+    auto input = [&](int r, size_t e) {  // rank r's input element e as a double
+      int32_t whole = 0;
+      float real = 0;
+      std::memcpy(integral ? static_cast<void*>(&whole) : &real, typed[r].data() + e * elem, elem);
+      return integral ? static_cast<double>(whole) : static_cast<double>(real);
+    };
     for (size_t i = 0; i < count; ++i) {
       double sum = 0;
       float twoWay = 0;
-      for (int r = 0; r < nranks; ++r) sum += inputs[r * total + first + i];
+      for (int r = 0; r < nranks; ++r) sum += input(r, first + i);
       if (how.op == hocclAvg) sum /= nranks;
-      if (nranks == 2) twoWay = inputs[first + i] + inputs[total + first + i];
+      if (nranks == 2) twoWay = static_cast<float>(input(0, first + i)) + static_cast<float>(input(1, first + i));
       int32_t whole = 0;
       float real = 0;
       std::memcpy(integral ? static_cast<void*>(&whole) : &real, result + i * elem, elem);
@@ -277,6 +291,13 @@ int body(int rank, int nranks, const hocclUniqueId& id, const char* online, cons
     Reduction every = reduction(hocclFloat, hocclSum, "all-reduce, every shape online");
     every.everyShape = true;
     rc = reductionPart(rank, nranks, comm, every);
+  } else if (nranks == 4) {
+    // 4 MiB on 4 ranks: the model picks the single copy and its runner-up is HO-Ring in chunks, whose fold has a
+    // segment per part of every chunk: the single copy must follow it across its pieces.
+    Reduction chunked = reduction(hocclFloat, hocclSum, "all-reduce 4 MiB");
+    chunked.count = size_t{1} << 20;
+    chunked.chunkedFold = true;
+    rc = reductionPart(rank, nranks, comm, chunked);
   } else {
     rc = allGatherPart(rank, nranks, comm, false);
     if (rc == 0) rc = allGatherPart(rank, nranks, comm, true);
@@ -316,6 +337,7 @@ int main() {
   const Run runs[] = {{2, nullptr, nullptr, "2 ranks, default"},
                       {3, nullptr, nullptr, "3 ranks, default"},
                       {3, "2", nullptr, "3 ranks, HOCCL_TUNE_ONLINE=2"},
+                      {4, nullptr, nullptr, "4 ranks, default (HO-Ring and the single copy)"},
                       {2, "0", nullptr, "2 ranks, HOCCL_TUNE_ONLINE=0"},
                       {2, nullptr, "ring", "2 ranks, HOCCL_ALGO=ring"}};
   for (const Run& run : runs) {
