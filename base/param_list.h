@@ -184,8 +184,8 @@
       "Online choice on one host (src/comm/online_choice.h): from the 64th call of a shape, the tuner's pick is "      \
       "timed against its runner-up (the single copy, or the best schedule) in blocks of 16 calls and the faster "      \
       "kept, re-checked so that the loser costs under 2%. 0: off; 1: where every variant gives the same bits (no "    \
-      "reduction, min/max, integers, 2 ranks, or a float sum/product/average the single copy adds in the ring's or "  \
-      "HO-Ring's order, kernels/fold_order.h); 2: every shape (results may then vary in the last bits)")             \
+      "reduction, min/max, integers, 2 ranks, or a float sum/product/average the single copy adds in the "            \
+      "schedule's order, kernels/fold_order.h); 2: every shape (results may then vary in the last bits)")            \
   INT(TUNE_PROBE, 0, 0, 1,                                                                                             \
       "1: at init rank 0 measures latency and bandwidth to one peer per link class (short probes that stop 0.5 s "     \
       "after the start) and every rank's tuner uses that model, agreed through the bootstrap; HOCCL_LINK_* override")

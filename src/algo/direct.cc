@@ -145,4 +145,13 @@ Schedule directSchedule(const CollArgs& a, const topo::Topology&) {
   return s;
 }
 
+std::optional<kernels::FoldOrder> directFold(const CollArgs& a, const topo::Topology&) {
+  if (a.coll != Coll::AllReduce && a.coll != Coll::ReduceScatter) return std::nullopt;
+  kernels::FoldOrder fold;
+  fold.orders.emplace_back(static_cast<size_t>(a.nranks));
+  for (int q = 0; q < a.nranks; ++q) fold.orders[0][q] = q;  // combineSlots: slot 0, then 1, 2, ...
+  fold.segments.push_back({0, 0});
+  return fold;
+}
+
 }  // namespace hoccl::algo

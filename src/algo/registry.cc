@@ -37,7 +37,7 @@ const std::vector<Algorithm>& all() {
   static const std::vector<Algorithm> table = {
       {"ring", ringSupports, always, ringSchedule, ringFold},
       {"ho_ring", hoRingSupports, hoRingApplicable, hoRingSchedule, hoRingFold},
-      {"direct", directSupports, always, directSchedule, nullptr},
+      {"direct", directSupports, always, directSchedule, directFold},
   };
   return table;
 }

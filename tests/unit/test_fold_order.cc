@@ -1,5 +1,6 @@
-// Fold orders (kernels/fold_order.h): that the ring's and HO-Ring's folds say exactly how their schedules add up
-// every element, and that foldInto adds in the order given, in every type, with the output on any input.
+// Fold orders (kernels/fold_order.h): that the ring's, HO-Ring's and the direct schedule's folds say exactly how
+// their schedules add up every element, and that foldInto adds in the order given, in every type, with the output on
+// any input.
 //
 // The schedules run in the verifier with op(a, b) = sin(a) + sin(b): commutative, as every reduction hoccl runs is
 // (so which operand a step passes first cannot matter), but not associative, so an element's value names the order
@@ -12,6 +13,7 @@
 #include <random>
 #include <tuple>
 
+#include "algo/direct.h"
 #include "algo/ho_ring.h"
 #include "algo/ring.h"
 #include "kernels/fold_order.h"
@@ -95,6 +97,21 @@ TEST_CASE("the ring's fold is the order its all-reduce and reduce-scatter add in
           CHECK(mismatches(algo::ringSchedule, *fold, args, inPlace, rng) == 0);
         }
   CHECK_FALSE(algo::ringFold(argsOf(Coll::AllGather, 3, 10), oneHost(3)));
+}
+
+TEST_CASE("the direct schedule's fold is rank order, on every rank", "[schedules][fold]") {
+  std::mt19937 rng(15);
+  for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter})
+    for (int n = 1; n <= 6; ++n)
+      for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t(n + 1), size_t{1001}})
+        for (bool inPlace : {false, true}) {
+          const sched::CollArgs args = argsOf(coll, n, count);
+          const auto fold = algo::directFold(args, oneHost(n));
+          REQUIRE(fold);
+          INFO(sched::collName(coll) << " n=" << n << " count=" << count << " inPlace=" << inPlace);
+          CHECK(mismatches(algo::directSchedule, *fold, args, inPlace, rng) == 0);
+        }
+  CHECK_FALSE(algo::directFold(argsOf(Coll::AllGather, 3, 10), oneHost(3)));
 }
 
 TEST_CASE("HO-Ring's fold on one host is the order it adds in, for every chunking", "[schedules][fold]") {
