@@ -1,9 +1,11 @@
 #include "data.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
 #include "kernels/cpu/reduce.h"
+#include "kernels/memory.h"
 
 namespace hoccl::test {
 namespace {
@@ -92,6 +94,22 @@ bool close(double got, double expected, hocclDataType_t dt, hocclRedOp_t op) {
     default: eps = 1e-13;
   }
   return std::fabs(got - expected) <= eps * std::max(1.0, std::fabs(expected));
+}
+
+std::vector<char> foldedElement(const kernels::FoldOrder& fold, const std::vector<std::vector<char>>& typed, size_t e,
+                                hocclDataType_t dt, hocclRedOp_t op, int nranks) {
+  const kernels::MemoryOps& mem = kernels::hostMemoryOps();
+  const kernels::BinOp bin = kernels::binOpOf(op);
+  const size_t elem = kernels::typeSize(dt);
+  std::vector<char> v(elem);
+  fold.forEach(e, e + 1, [&](size_t, size_t, const std::vector<int>& order) {
+    if (order.size() == 1) std::copy_n(typed[order[0]].data() + e * elem, elem, v.data());
+    else mem.reduce(v.data(), typed[order[0]].data() + e * elem, typed[order[1]].data() + e * elem, 1, dt, bin);
+    for (size_t k = 2; k < order.size(); ++k)
+      mem.reduce(v.data(), v.data(), typed[order[k]].data() + e * elem, 1, dt, bin);
+  });
+  if (op == hocclAvg) mem.divide(v.data(), 1, dt, nranks);
+  return v;
 }
 
 }  // namespace hoccl::test

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "hoccl/hoccl.h"
+#include "kernels/fold_order.h"
 
 namespace hoccl::test {
 
@@ -22,5 +23,10 @@ double combine(double a, double b, hocclRedOp_t op);
 double finish(double value, int nranks, hocclRedOp_t op, hocclDataType_t dt);
 /// Whether got equals expected within what the type allows (exact except avg of floating types).
 bool close(double got, double expected, hocclDataType_t dt, hocclRedOp_t op);
+
+/// Element e of a reduction of the ranks' typed inputs (one buffer per rank) added pairwise in `fold`'s order by the
+/// CPU kernel, one element at a time, then divided for avg: the bytes a shortcut that follows the fold must give.
+std::vector<char> foldedElement(const kernels::FoldOrder& fold, const std::vector<std::vector<char>>& typed, size_t e,
+                                hocclDataType_t dt, hocclRedOp_t op, int nranks);
 
 }  // namespace hoccl::test

@@ -29,8 +29,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "kernels/fold_order.h"
-#include "kernels/memory.h"
+#include "data.h"
 #include "harness.h"
 
 using namespace hoccl::test;
@@ -151,23 +150,6 @@ class TestBuffer {
   void* handle_ = nullptr;
   bool ok_ = true;
 };
-
-// The value a fold gives element e of the inputs (typed bytes per rank): pairwise in the fold's order with the CPU
-// kernel, then the average's division.
-std::vector<char> foldedElement(const hoccl::kernels::FoldOrder& fold, const std::vector<std::vector<char>>& typed,
-                                size_t e, hocclDataType_t dtype, hocclRedOp_t op, int nranks) {
-  const hoccl::kernels::MemoryOps& mem = hoccl::kernels::hostMemoryOps();
-  const size_t elem = hoccl::kernels::typeSize(dtype);
-  std::vector<char> v(elem);
-  fold.forEach(e, e + 1, [&](size_t, size_t, const std::vector<int>& order) {
-    mem.reduce(v.data(), typed[order[0]].data() + e * elem, typed[order[1]].data() + e * elem, 1, dtype,
-               hoccl::kernels::binOpOf(op));
-    for (size_t k = 2; k < order.size(); ++k)
-      mem.reduce(v.data(), v.data(), typed[order[k]].data() + e * elem, 1, dtype, hoccl::kernels::binOpOf(op));
-  });
-  if (op == hocclAvg) mem.divide(v.data(), 1, dtype, nranks);
-  return v;
-}
 
 Reduction reduction(hocclDataType_t dtype, hocclRedOp_t op, const char* what) {
   Reduction r;

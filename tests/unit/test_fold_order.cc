@@ -13,8 +13,8 @@
 #include <random>
 #include <tuple>
 
-#include "algo/direct.h"
 #include "algo/ho_ring.h"
+#include "algo/registry.h"
 #include "algo/ring.h"
 #include "kernels/fold_order.h"
 #include "sched/verifier.h"
@@ -84,52 +84,46 @@ sched::CollArgs argsOf(Coll coll, int n, size_t count, size_t chunk = 0) {
 
 }  // namespace
 
-TEST_CASE("the ring's fold is the order its all-reduce and reduce-scatter add in", "[schedules][fold]") {
-  std::mt19937 rng(11);
+namespace {
+
+// Every all-reduce and reduce-scatter of the registered algorithm `name` on one host of minRanks..7 ranks, at awkward
+// counts (`extra` added), each pipelining chunk of `chunks`, in and out of place: the schedule's outputs equal the fold
+// its Algorithm::fold names, element by element.
+void checkFolds(const char* name, int minRanks, std::vector<size_t> extra, std::vector<size_t> chunks, unsigned seed) {
+  const algo::Algorithm& alg = algo::byName(name);
+  REQUIRE(alg.fold);
+  std::mt19937 rng(seed);
   for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter})
-    for (int n = 1; n <= 7; ++n)
-      for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t(n - 1), size_t(n + 1), size_t{1001}})
-        for (bool inPlace : {false, true}) {
-          const sched::CollArgs args = argsOf(coll, n, count);
-          const auto fold = algo::ringFold(args, oneHost(n));
-          REQUIRE(fold);
-          INFO(sched::collName(coll) << " n=" << n << " count=" << count << " inPlace=" << inPlace);
-          CHECK(mismatches(algo::ringSchedule, *fold, args, inPlace, rng) == 0);
-        }
-  CHECK_FALSE(algo::ringFold(argsOf(Coll::AllGather, 3, 10), oneHost(3)));
+    for (int n = minRanks; n <= 7; ++n) {
+      std::vector<size_t> counts = {0, 1, 2, 7, size_t(n - 1), size_t(n + 1), 1001};
+      counts.insert(counts.end(), extra.begin(), extra.end());
+      for (size_t count : counts)
+        for (size_t chunk : chunks)
+          for (bool inPlace : {false, true}) {
+            const sched::CollArgs args = argsOf(coll, n, count, chunk);
+            const auto fold = alg.fold(args, oneHost(n));
+            REQUIRE(fold);
+            INFO(name << " " << sched::collName(coll) << " n=" << n << " count=" << count << " chunk=" << chunk
+                      << " inPlace=" << inPlace);
+            CHECK(mismatches(alg.generate, *fold, args, inPlace, rng) == 0);
+          }
+    }
+  CHECK_FALSE(alg.fold(argsOf(Coll::AllGather, 3, 10), oneHost(3)));
+}
+
+}  // namespace
+
+TEST_CASE("the ring's fold is the order its all-reduce and reduce-scatter add in", "[schedules][fold]") {
+  checkFolds("ring", 1, {}, {0}, 11);
 }
 
 TEST_CASE("the direct schedule's fold is rank order, on every rank", "[schedules][fold]") {
-  std::mt19937 rng(15);
-  for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter})
-    for (int n = 1; n <= 6; ++n)
-      for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t(n + 1), size_t{1001}})
-        for (bool inPlace : {false, true}) {
-          const sched::CollArgs args = argsOf(coll, n, count);
-          const auto fold = algo::directFold(args, oneHost(n));
-          REQUIRE(fold);
-          INFO(sched::collName(coll) << " n=" << n << " count=" << count << " inPlace=" << inPlace);
-          CHECK(mismatches(algo::directSchedule, *fold, args, inPlace, rng) == 0);
-        }
-  CHECK_FALSE(algo::directFold(argsOf(Coll::AllGather, 3, 10), oneHost(3)));
+  checkFolds("direct", 1, {}, {0}, 15);
 }
 
 TEST_CASE("HO-Ring's fold on one host is the order it adds in, for every chunking", "[schedules][fold]") {
-  std::mt19937 rng(12);
-  for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter})
-    for (int n = 2; n <= 6; ++n)
-      for (size_t count : {size_t{1}, size_t{7}, size_t(n + 1), size_t{1001}, size_t{40000}})
-        for (size_t chunk : {size_t{0}, size_t{3}, size_t{64}, size_t{5000}})
-          for (bool inPlace : {false, true}) {
-            const sched::CollArgs args = argsOf(coll, n, count, chunk);
-            const auto fold = algo::hoRingFold(args, oneHost(n));
-            REQUIRE(fold);
-            INFO(sched::collName(coll) << " n=" << n << " count=" << count << " chunk=" << chunk
-                                       << " inPlace=" << inPlace);
-            CHECK(mismatches(algo::hoRingSchedule, *fold, args, inPlace, rng) == 0);
-          }
-  CHECK_FALSE(algo::hoRingFold(argsOf(Coll::AllReduce, 1, 10), oneHost(1)));
-  CHECK_FALSE(algo::hoRingFold(argsOf(Coll::AllGather, 4, 10), oneHost(4)));
+  checkFolds("ho_ring", 2, {40000}, {0, 3, 64, 5000}, 12);
+  CHECK_FALSE(algo::hoRingFold(argsOf(Coll::AllReduce, 1, 10), oneHost(1)));  // one rank: nothing to fold
 }
 
 TEST_CASE("the check can fail: another order than the schedule's is caught", "[schedules][fold]") {

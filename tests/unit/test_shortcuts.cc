@@ -756,7 +756,6 @@ std::string foldCases(Rank& st, uint64_t seed) {
   const int n = st.nranks, r = st.rank;
   if (!st.copy) return "SKIP";
   if (!st.copy->followsFold()) return "single copy says it does not follow a fold";
-  const kernels::MemoryOps& mem = kernels::hostMemoryOps();
   const CopyCase cases[] = {
       {Coll::AllReduce, hocclFloat, hocclSum, 0},    {Coll::AllReduce, hocclFloat16, hocclSum, 0},
       {Coll::AllReduce, hocclBfloat16, hocclSum, 0}, {Coll::AllReduce, hocclFloat, hocclAvg, 0},
@@ -790,17 +789,9 @@ std::string foldCases(Rank& st, uint64_t seed) {
         }
         const size_t first = c.coll == Coll::AllReduce ? 0 : static_cast<size_t>(r) * count;
         const auto* got = static_cast<const char*>(p.call.recvbuf);
-        std::vector<char> want(elem);
-        const kernels::BinOp bin = kernels::binOpOf(c.op);
         for (size_t i = 0; i < count; ++i) {  // all-reduce: the whole output; reduce-scatter: block r
           const size_t e = first + i;
-          c.fold->forEach(e, e + 1, [&](size_t, size_t, const std::vector<int>& order) {
-            mem.reduce(want.data(), typed[order[0]].data() + e * elem, typed[order[1]].data() + e * elem, 1, c.dtype,
-                       bin);
-            for (size_t k = 2; k < order.size(); ++k)
-              mem.reduce(want.data(), want.data(), typed[order[k]].data() + e * elem, 1, c.dtype, bin);
-          });
-          if (c.op == hocclAvg) mem.divide(want.data(), 1, c.dtype, n);
+          const std::vector<char> want = test::foldedElement(*c.fold, typed, e, c.dtype, c.op, n);
           if (std::memcmp(want.data(), got + i * elem, elem) != 0)
             return fmt::format("rank {} {}{}: element {} is not its inputs folded in the order given", r,
                                describeCall(c), inPlace ? " in place" : "", e);

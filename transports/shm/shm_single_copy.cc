@@ -10,10 +10,11 @@
  * every peer made the same call (the stamp) and that every range it will read from or write into a peer lies inside
  * the buffer that peer published: no byte of a peer is touched without both sides agreeing on the sizes.
  * The copies, with p ranks:
- *   all-reduce      the count is cut into p blocks; rank r pulls block r of every peer's input, a piece of 256 KiB
- *                   at a time into a private cache-resident buffer, reduces it with its own input straight into
- *                   its output, and pushes the finished piece, still in cache, into every peer's output
- *                   (process_vm_writev). Per rank 2(p-1)/p of the message crosses, once each. (Zero copy
+ *   all-reduce      the count is cut into p blocks; rank r pulls block r of every peer's input, a piece at a time
+ *                   into private cache-resident buffers (256 KiB per peer, 512 KiB in all at most), reduces it
+ *                   with its own input straight into its output (own input first, then the peers' in rank order,
+ *                   or in the order of the call's fold), and pushes the finished piece, still in cache, into every
+ *                   peer's output (process_vm_writev). Per rank 2(p-1)/p of the message crosses, once each. (Zero copy
  *                   instead hands the pieces of the whole message to whichever rank asks first, from a counter in
  *                   the arena that every rank resets before it publishes its address round: shm_zero_copy.cc.)
  *   reduce-scatter  all-reduce without the push, on the peers' blocks r.
@@ -108,8 +109,7 @@ class SingleCopyOp final : public ShortcutOp {
   [[noreturn]] void copyFailed(int peer, const char* how, int err) const;
   void copyPhase();
   void reducePhase();
-  void reduceBlock(size_t srcOffset, size_t blockBytes, const char* mine, char* out);
-  void foldBlock(size_t srcOffset, size_t blockBytes, const char* mine, char* out);
+  void reduceBlock(size_t srcOffset, size_t blockBytes, const char* mine, char* out, const kernels::FoldOrder& fold);
   bool allRegistered() const;
   bool mayClaim() const;
   void zeroCopyPhase();
@@ -349,8 +349,17 @@ void SingleCopyOp::reducePhase() {
     out = static_cast<char*>(call_.recvbuf);
   }
   const char* mine = static_cast<const char*>(call_.sendbuf) + srcOffset;
-  if (call_.fold) foldBlock(srcOffset, blockBytes, mine, out);
-  else reduceBlock(srcOffset, blockBytes, mine, out);
+  if (call_.fold) {
+    reduceBlock(srcOffset, blockBytes, mine, out, *call_.fold);
+  } else {  // the single copy's own order: this rank's input first (read before an in-place output is written), then
+            // every peer's in rank order
+    kernels::FoldOrder own;
+    own.orders.push_back({me});
+    for (int q = 0; q < p; ++q)
+      if (q != me) own.orders[0].push_back(q);
+    own.segments.push_back({0, 0});
+    reduceBlock(srcOffset, blockBytes, mine, out, own);
+  }
   // Between this rank and peer q cross: q's input block r (in) and q's input block q (out, read by q); for
   // all-reduce also the result block r (out, pushed) and the result block q (in, pushed by q).
   for (int q = 0; q < p; ++q) {
@@ -363,35 +372,8 @@ void SingleCopyOp::reducePhase() {
   }
 }
 
-// This rank's own order: its own input first, then every peer's in rank order, a piece at a time.
-void SingleCopyOp::reduceBlock(size_t srcOffset, size_t blockBytes, const char* mine, char* out) {
-  const int me = s_.rank(), p = s_.nranks();
-  const size_t elem = elemSize(call_);
-  const kernels::MemoryOps& mem = kernels::memoryOps(call_.recvKind);
-  thread_local std::vector<char> pieceBuffer;
-  pieceBuffer.resize(kPiece + 2 * kCacheLine);
-  const kernels::BinOp bin = kernels::binOpOf(call_.op);
-  for (size_t x = 0; x < blockBytes; x += kPiece) {
-    const size_t m = std::min(kPiece, blockBytes - x);
-    bool first = true;
-    for (int q = 0; q < p; ++q) {
-      if (q == me) continue;
-      const char* remote = reinterpret_cast<const char*>(peer_[q].send) + srcOffset + x;
-      char* piece = alignedLike(pieceBuffer.data(), remote);
-      crossCopy(q, piece, remote, m, false);
-      mem.reduce(out + x, first ? mine + x : out + x, piece, m / elem, call_.dtype, bin);
-      first = false;
-    }
-    if (call_.op == hocclAvg) mem.divide(out + x, m / elem, call_.dtype, p);
-    if (call_.coll == Coll::AllReduce)  // hand the finished piece, still in cache, to every peer's output
-      for (int q = 0; q < p; ++q)
-        if (q != me) crossCopy(q, out + x, reinterpret_cast<const char*>(peer_[q].recv) + srcOffset + x, m, true);
-  }
-}
-
-// The call's fold order (a schedule's): each piece is pulled from every peer first, into private buffers of 512 KiB
-// together at most (they stay in L2), then added up segment by segment in the order given.
-void SingleCopyOp::foldBlock(size_t srcOffset, size_t blockBytes, const char* mine, char* out) {
+void SingleCopyOp::reduceBlock(size_t srcOffset, size_t blockBytes, const char* mine, char* out,
+                               const kernels::FoldOrder& fold) {
   const int me = s_.rank(), p = s_.nranks();
   const size_t elem = elemSize(call_);
   const kernels::MemoryOps& mem = kernels::memoryOps(call_.recvKind);
@@ -417,7 +399,7 @@ void SingleCopyOp::foldBlock(size_t srcOffset, size_t blockBytes, const char* mi
       at[q] = buffer;
     }
     const size_t first = (srcOffset + x) / elem;
-    call_.fold->forEach(first, first + m / elem, [&](size_t b, size_t e, const std::vector<int>& order) {
+    fold.forEach(first, first + m / elem, [&](size_t b, size_t e, const std::vector<int>& order) {
       const size_t skip = (b - first) * elem;
       for (int q = 0; q < p; ++q) sources[q] = at[q] + skip;
       kernels::foldInto(mem, out + x + skip, sources, order, e - b, call_.dtype, bin);
