@@ -5,6 +5,7 @@
 #include <hwloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,29 @@ std::string HostHardware::nearestNic(int numa) const {
     if (d.kind == "nic") return d.name;
   return "";
 }
+
+namespace {
+
+// The L2 one core has and the host's last-level cache (HostHardware::l2BytesPerCore, llcBytes).
+void readCaches(hwloc_topology_t raw, HostHardware& hw) {
+  hwloc_obj_t pu = hwloc_get_obj_by_type(raw, HWLOC_OBJ_PU, 0);
+  for (hwloc_obj_t o = pu ? pu->parent : nullptr; o; o = o->parent)
+    if (o->type == HWLOC_OBJ_L2CACHE && o->attr) {
+      const int cores = std::max(1, hwloc_get_nbobjs_inside_cpuset_by_type(raw, o->cpuset, HWLOC_OBJ_CORE));
+      hw.l2BytesPerCore = static_cast<size_t>(o->attr->cache.size) / static_cast<size_t>(cores);
+      break;
+    }
+  for (hwloc_obj_type_t level : {HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L2CACHE}) {
+    const int n = hwloc_get_nbobjs_by_type(raw, level);
+    for (int i = 0; i < n; ++i) {
+      hwloc_obj_t o = hwloc_get_obj_by_type(raw, level, static_cast<unsigned>(i));
+      if (o->attr) hw.llcBytes += static_cast<size_t>(o->attr->cache.size);
+    }
+    if (hw.llcBytes > 0) break;
+  }
+}
+
+}  // namespace
 
 HostHardware discoverHost() {
   HostHardware hw;
@@ -42,6 +66,7 @@ HostHardware discoverHost() {
       hwloc_bitmap_free(nodes);
       hw.cores = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_CORE);
       hw.pus = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_PU);
+      readCaches(raw, hw);
       for (hwloc_obj_t os = hwloc_get_next_osdev(raw, nullptr); os; os = hwloc_get_next_osdev(raw, os)) {
         PciDevice d;
         auto type = os->attr->osdev.type;

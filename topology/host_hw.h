@@ -3,6 +3,7 @@
 /// NICs) with their NUMA locality. Used to order ranks on a host, to pick the NIC nearest to a rank, and by hoccl-topo.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -18,9 +19,15 @@ struct PciDevice {
 
 /// A summary of one host.
 struct HostHardware {
-  int numaNodes = 0;               ///< NUMA nodes (at least 1 once discovered)
-  int cores = 0;                   ///< physical cores
-  int pus = 0;                     ///< hardware threads
+  int numaNodes = 0;  ///< NUMA nodes (at least 1 once discovered)
+  int cores = 0;      ///< physical cores
+  int pus = 0;        ///< hardware threads
+  /// Bytes of the level-2 cache one core has (the L2 above the first PU, divided among the cores it serves);
+  /// 0 when hwloc does not say.
+  size_t l2BytesPerCore = 0;
+  /// Bytes of last-level cache on the host (the sum over the caches of the deepest level found: every L3, or every
+  /// L2 where there is no L3); 0 when hwloc does not say.
+  size_t llcBytes = 0;
   std::vector<PciDevice> devices;  ///< GPUs and NICs found (others omitted)
   int currentNuma = -1;            ///< NUMA node of the CPU the discovering thread last ran on (-1 = unknown)
   std::string error;               ///< non-empty when hwloc could not be used (then only counts from sysconf)

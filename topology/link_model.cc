@@ -68,6 +68,7 @@ LinkModel LinkModel::crowded(int ranksOnHost) const {
   m.shmMappedCopy = mappedCopy() / f;
   m.shmReduce = reduceRate() / f;
   m.cores = 0;
+  m.cacheBytes = cacheBytes / f;
   if (f == 1.0) return m;
   for (int c : {static_cast<int>(hocclLinkSelf), static_cast<int>(hocclLinkIntraHost)}) {
     m.alpha[c] *= f;
@@ -89,6 +90,10 @@ std::string LinkModel::describe() const {
              ", shm hand-off {:.2f} us, copy {:.2f} GB/s through the kernel and {:.2f} GB/s over "
              "mappings, reduce {:.2f} GB/s",
              handoff() * 1e6, kernelCopy() / 1e9, mappedCopy() / 1e9, reduceRate() / 1e9) +
+         (cacheBytes > 0 ? fmt::format(", {:.0f} KiB of L2 per core and {:.0f} MiB of last-level cache ({:.2f}x on "
+                                       "data a rank wrote the step before)",
+                                       cacheBytes / 1024, llcBytes / (1024 * 1024), cacheGain)
+                         : std::string()) +
          (cores > 0 ? fmt::format(", {} cores per host", cores) : std::string());
 }
 
@@ -107,6 +112,9 @@ std::string LinkModel::toJson(const std::string& source) const {
   j["shm"]["copy_GBps"] = shmCopy / 1e9;
   j["shm"]["mapped_copy_GBps"] = shmMappedCopy / 1e9;
   j["shm"]["reduce_GBps"] = shmReduce / 1e9;
+  j["cache"]["l2_bytes"] = cacheBytes;
+  j["cache"]["llc_bytes"] = llcBytes;
+  j["cache"]["gain"] = cacheGain;
   j["cores_per_host"] = cores;
   j["source"] = source;
   return j.dump(2) + "\n";
@@ -167,6 +175,19 @@ LinkModel LinkModel::fromJson(const std::string& text, const std::string& origin
             fmt::format("cost model file {}: unknown key '{}' in shm (valid: handoff_us, copy_GBps, mapped_copy_GBps, "
                         "reduce_GBps; 0 derives them)",
                         origin, key));
+    }
+  }
+  if (j.contains("cache")) {
+    const nlohmann::json& cache = j["cache"];
+    if (!cache.is_object()) throwInvalidArgument(fmt::format("cost model file {}: cache must be an object", origin));
+    for (const auto& [key, v] : cache.items()) {
+      if (key == "l2_bytes") m.cacheBytes = nonNegative(v, "cache.l2_bytes");
+      else if (key == "llc_bytes") m.llcBytes = nonNegative(v, "cache.llc_bytes");
+      else if (key == "gain") m.cacheGain = positive(v, "cache.gain");
+      else
+        throwInvalidArgument(fmt::format(
+            "cost model file {}: unknown key '{}' in cache (valid: l2_bytes, llc_bytes, gain; sizes 0: unknown)",
+            origin, key));
     }
   }
   if (j.contains("cores_per_host")) {

@@ -62,6 +62,21 @@ struct LinkModel {
   /// `hoccl-model calibrate` measures it (the single-copy all-reduce on ordinary buffers, against the copy rate
   /// through the kernel).
   double shmReduce = 0;
+  /// The level-2 cache of one core, bytes (crowded() divides it among the ranks that take turns on the core).
+  /// With llcBytes, it prices data that is still in a rank's cache (streamedBytes). 0 (the default): no cache term;
+  /// the communicator of a one-host job fills it in from hwloc (topo::thisHost) where the model file leaves it 0.
+  double cacheBytes = 0;
+  /// The host's last-level cache, bytes: a call whose buffers on the host (every rank's input and output) take at
+  /// most half of it runs from that cache whatever its schedule does, so forCall() turns the cache term off for it
+  /// (half: the slots, the rest of the processes and other tenants share it; 32 MiB of buffers on this machine's
+  /// 32 MiB L3 showed the full effect: 4 ranks, 4 MiB all-reduce, ring 1.70x HO-Ring at 512 KiB chunks).
+  double llcBytes = 0;
+  /// How much faster an intra-host message moves when its sender wrote the data in its previous step and it fits
+  /// the rank's cache share with room for three more of its size (the source, the slot it passes, the receiver's
+  /// destination, the next piece): its bytes count 1 / cacheGain (streamedBytes). 1.5: between the 1.3 and 1.7
+  /// that the ring against HO-Ring at cache-sized chunks fit on 2 and 4 ranks (16 MiB all-reduce, docs/model.md,
+  /// "The cache term"); not calibrated.
+  double cacheGain = 1.5;
   /// Cores the ranks of one host can run on (the union of their affinity masks; the communicator fills it in,
   /// the same on every rank). 0: unknown, a core per rank. With more ranks on a host than cores, what a rank's
   /// CPU does takes longer (crowded()).
@@ -74,14 +89,28 @@ struct LinkModel {
   double mappedCopy() const { return shmMappedCopy > 0 ? shmMappedCopy : 2 * beta[hocclLinkIntraHost]; }
   /// The single copy's reduction rate: shmReduce, or beta[self] when it is 0.
   double reduceRate() const { return shmReduce > 0 ? shmReduce : beta[hocclLinkSelf]; }
+  /// The bytes a message costs at the link's rate: `bytes` / cacheGain for an intra-host message whose sender wrote
+  /// its data in the step before (`fresh`) and whose 4 x bytes fit cacheBytes; `bytes` otherwise (and always when
+  /// cacheBytes is 0).
+  double streamedBytes(double bytes, hocclLinkClass_t cls, bool fresh) const {
+    return fresh && cls == hocclLinkIntraHost && cacheBytes > 0 && 4 * bytes <= cacheBytes ? bytes / cacheGain : bytes;
+  }
+  /// This model for one call whose buffers take `hostBytes` on its busiest host (its ranks' inputs and outputs):
+  /// without the cache term (cacheBytes 0) when they take at most half of llcBytes, or when llcBytes is unknown.
+  LinkModel forCall(double hostBytes) const {
+    LinkModel m = *this;
+    if (llcBytes <= 0 || hostBytes <= llcBytes / 2) m.cacheBytes = 0;
+    return m;
+  }
   /// Ranks per core on a host of `ranksOnHost` ranks: max(1, ranksOnHost / cores); 1 when cores is 0.
   double crowding(int ranksOnHost) const {
     return cores > 0 && ranksOnHost > cores ? static_cast<double>(ranksOnHost) / cores : 1.0;
   }
   /// The model a host of `ranksOnHost` ranks on `cores` cores sees: every cost paid by a rank's CPU (the self and
   /// intra-host classes' latency, per-step cost and rate; the shm hand-off, copy and reduction) takes crowding()
-  /// times longer, since the ranks take turns on the cores. The network classes are unchanged. The result has
-  /// cores = 0 (and the derived shm values made explicit), so applying it twice changes nothing.
+  /// times longer, since the ranks take turns on the cores, and a rank has 1 / crowding() of a core's cache. The
+  /// network classes are unchanged. The result has cores = 0 (and the derived shm values made explicit), so
+  /// applying it twice changes nothing.
   LinkModel crowded(int ranksOnHost) const;
   /// The defaults, replaced by the model file HOCCL_MODEL_FILE names (if set), then overridden by HOCCL_LINK_BW_{SELF,INTRA_HOST,INTRA_SWITCH,INTER_SWITCH} (MB/s) and
   /// HOCCL_LINK_LAT_{SELF,INTRA_HOST,INTRA_SWITCH,INTER_SWITCH} (microseconds). The NIC takes the intra-switch
@@ -93,13 +122,15 @@ struct LinkModel {
   std::string describe() const;
   /// The model as a JSON document: {"latency_us": {"self": .., "intra-host": .., "intra-switch": ..,
   /// "inter-switch": ..}, "bandwidth_GBps": {same keys}, "step_us": {same keys}, "nic_GBps": .., "spine_GBps": ..,
-  /// "spine_burst_bytes": .., "shm": {"handoff_us": .., "copy_GBps": .., "reduce_GBps": ..}, "cores_per_host": .., "source": ..}
+  /// "spine_burst_bytes": .., "shm": {"handoff_us": .., "copy_GBps": .., "reduce_GBps": ..}, "cache": {"l2_bytes": ..,
+  /// "llc_bytes": .., "gain": ..}, "cores_per_host": .., "source": ..}
   /// (shm values and cores 0: derived / unknown, as the fields say).
   std::string toJson(const std::string& source) const;
   /// A model from such a document; keys left out keep the built-in defaults (nic and spine default to the
   /// intra-switch and inter-switch bandwidths; step_us and spine_burst_bytes to 0, as in files written before they
-  /// existed; shm and cores_per_host to 0). Throws InvalidArgument naming `origin` on bad JSON, a latency or
-  /// bandwidth that is not a positive number, or a step cost, burst, shm value or core count that is negative.
+  /// existed; shm, cache sizes and cores_per_host to 0, the cache gain to 1.5). Throws InvalidArgument naming
+  /// `origin` on bad JSON, a latency, bandwidth or cache gain that is not a positive number, or a step cost, burst,
+  /// shm value, cache size or core count that is negative.
   static LinkModel fromJson(const std::string& text, const std::string& origin);
   /// Reads a model file (fromJson). Throws InvalidArgument naming the file when it cannot be read or parsed.
   static LinkModel load(const std::string& path);

@@ -58,7 +58,13 @@ int maxRanksPerHost(const topo::Topology& topo) {
 topo::Prediction predict(const Algorithm& alg, const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
                          const topo::LinkModel& given) {
   // Ranks taking turns on a host's cores: every rank's CPU work costs more (a no-op when model.cores is 0 or enough).
-  const topo::LinkModel model = given.crowded(maxRanksPerHost(topo));
+  // And a call whose buffers fit the host's last-level cache has no cache term (LinkModel::forCall).
+  const int ranksOnHost = maxRanksPerHost(topo);
+  const sched::BufferCounts counts = sched::bufferCounts(args);
+  const double perRank = static_cast<double>(args.inPlace ? std::max(counts.input, counts.output)
+                                                          : counts.input + counts.output) *
+                         static_cast<double>(elemSize);
+  const topo::LinkModel model = given.crowded(ranksOnHost).forCall(perRank * ranksOnHost);
   if (topo.nranks <= kMaxFullSimRanks) return predictAlgorithm(alg, args, topo, elemSize, model);
   return predictFast(alg, args, topo, elemSize, model);
 }

@@ -56,8 +56,8 @@ uint64_t topologyHash(const topo::Topology& t) {
 std::string modelKey(const topo::LinkModel& m) {
   std::string k;
   for (int c = 0; c < hocclNumLinkClasses; ++c) k += fmt::format("{},{},{},", m.alpha[c], m.beta[c], m.step[c]);
-  return k + fmt::format("{},{},{},{},{},{},{},{}", m.nic, m.spine, m.spineBurst, m.shmHandoff, m.shmCopy,
-                         m.shmMappedCopy, m.shmReduce, m.cores);
+  return k + fmt::format("{},{},{},{},{},{},{},{},{},{},{}", m.nic, m.spine, m.spineBurst, m.shmHandoff, m.shmCopy,
+                         m.shmMappedCopy, m.shmReduce, m.cores, m.cacheBytes, m.llcBytes, m.cacheGain);
 }
 
 // Read at every decision (decisions are cached per call shape by the communicator, tune() per shape here).

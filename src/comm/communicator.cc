@@ -349,6 +349,13 @@ transport::DeviceChannel& Communicator::deviceChannel(int peer) {
 topo::LinkModel Communicator::tuningModel() const {
   topo::LinkModel m = probedModel_ ? *probedModel_ : topo::LinkModel::fromParams();
   if (hostCores_ > 0) m.cores = hostCores_;
+  // One host: every rank reads the same hardware, so the decisions the cache term moves stay the same everywhere
+  // (across hosts the caches could differ, and nothing exchanges them).
+  if (topology_.nhosts == 1 && m.cacheBytes <= 0 && m.llcBytes <= 0) {
+    const topo::HostHardware& hw = topo::thisHost();
+    m.cacheBytes = static_cast<double>(hw.l2BytesPerCore);
+    m.llcBytes = static_cast<double>(hw.llcBytes);
+  }
   return m;
 }
 

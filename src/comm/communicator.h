@@ -187,7 +187,8 @@ class Communicator {
   const topo::LinkModel* probedModel() const { return probedModel_ ? &*probedModel_ : nullptr; }
   /// The link model the tuner prices with: probedModel() or topo::LinkModel::fromParams(), with `cores` set to the
   /// cores the ranks of a host can run on (the fewest of any host: the union of the affinity masks of its ranks,
-  /// carried in every rank's RankInfo, so the same on every rank; comm/host_cores.h).
+  /// carried in every rank's RankInfo, so the same on every rank; comm/host_cores.h), and on a one-host
+  /// communicator the host's cache sizes from hwloc where the model has none (LinkModel::cacheBytes, llcBytes).
   topo::LinkModel tuningModel() const;
   /// How long rank 0's tuning probe took (the same on every rank; 0 without HOCCL_TUNE_PROBE=1).
   double probeSeconds() const { return probeSeconds_; }

@@ -6,7 +6,9 @@
 // and by its share of every shared link it crosses: a host NIC per direction (inter-host flows) and a switch uplink per
 // direction (inter-switch flows). Concurrent flows on a link split its capacity equally; rates are recomputed whenever
 // a flow starts or ends. Every flow also passes its two ranks' ports (a rank moves at most beta(intra-host) bytes per
-// second in and out, whatever the number of flows). Local prims (copy, reduce) of a step run for alpha + bytes /
+// second in and out, whatever the number of flows); an intra-host message of data its sender wrote in its step
+// before moves 1 / cacheGain of its bytes at that rate when it fits the rank's cache (LinkModel::streamedBytes,
+// sched/fresh_data.h). Local prims (copy, reduce) of a step run for alpha + bytes /
 // beta(Self), concurrently with the step's network messages; its intra-host messages start after them, since the
 // same core copies both (a message between ranks of one host is copied into and out of shared memory by the two
 // ranks' threads: ring all-gather's step 0 copies the rank's own block, then sends it).
@@ -29,6 +31,7 @@
 #include <queue>
 
 #include "base/error.h"
+#include "sched/fresh_data.h"
 
 namespace hoccl::topo {
 namespace {
@@ -38,6 +41,7 @@ using sched::PrimKind;
 struct Message {
   int src = 0, dst = 0;
   double bytes = 0;
+  double streamed = -1;  // the bytes its rate applies to (LinkModel::streamedBytes), set from the send side
   hocclLinkClass_t cls = hocclLinkSelf;
   double sendEnter = -1, recvEnter = -1;  // when each side entered the step holding its prim
 };
@@ -150,6 +154,9 @@ class Simulator {
             m.cls = t_.linkClass(m.src, m.dst);
             msgs_.push_back(m);
           }
+          if (isSend)
+            msgs_[id].streamed = m_.streamedBytes(msgs_[id].bytes, msgs_[id].cls,
+                                                  sched::sendsFreshData(k ? &s_[r].steps[k - 1] : nullptr, p));
           mine.push_back(id);
           msgOf_[r][k].push_back(id);
         }
@@ -197,7 +204,7 @@ class Simulator {
 
   void startFlow(int id) {
     const Message& m = msgs_[id];
-    Flow f{id, m.bytes, 0, {}};
+    Flow f{id, m.streamed, 0, {}};
     int hs = t_.hostOf[m.src], hd = t_.hostOf[m.dst];
     // Link ids: NIC out/in per host, then uplink out/in per switch, then each rank's port out/in.
     int sw = t_.nhosts, port = t_.nhosts + t_.nswitches;

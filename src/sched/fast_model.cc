@@ -13,7 +13,7 @@
 // over every link it crosses, where the users of a link are its pass-1 count scaled by the share of the
 // representative's flows on it that are still running (when one of them ends, the others speed up: the same max-min
 // sharing the reference simulator applies, assuming the other ranks' flows on the link end when the representative's
-// do). Local prims take alpha(self) + bytes / beta(self), concurrently with network sends and before intra-host ones
+// do), with the reference's cached rate for data the sender wrote the step before (LinkModel::streamedBytes). Local prims take alpha(self) + bytes / beta(self), concurrently with network sends and before intra-host ones
 // (one core copies both, as in the reference). A global step lasts as long as its slowest representative; the
 // prediction is the sum over global steps (lockstep).
 #include "sched/fast_model.h"
@@ -26,6 +26,7 @@
 #include <unordered_map>
 
 #include "base/error.h"
+#include "sched/fresh_data.h"
 
 namespace hoccl::topo {
 namespace {
@@ -138,7 +139,7 @@ RepSet chooseReps(const Topology& t, Representatives kind) {
 struct Summary {
   struct Send {
     int peer;
-    float bytes;
+    float bytes;  // the bytes its rate applies to (LinkModel::streamedBytes)
   };
   std::vector<uint32_t> stepEnd;                  // step k's sends are sends[stepEnd[k-1] .. stepEnd[k])
   std::vector<Send> sends;                        // in step order
@@ -199,8 +200,10 @@ class FastSim {
           recvs_[i].add(g, 1.f);
         } else if (p.kind == PrimKind::Send) {
           checkPeer(r, p.peer, k);
-          sum.sends.push_back({p.peer, static_cast<float>(static_cast<double>(p.count) * elem_)});
           const hocclLinkClass_t cls = t_.linkClass(r, p.peer);
+          const bool fresh = sched::sendsFreshData(k ? &s.steps[k - 1] : nullptr, p);
+          sum.sends.push_back(
+              {p.peer, static_cast<float>(m_.streamedBytes(static_cast<double>(p.count) * elem_, cls, fresh))});
           bytes_[cls] += static_cast<double>(p.count) * elem_ * rs_.mult[i];
           messages += rs_.mult[i];
           if (cls >= hocclLinkIntraSwitch) {

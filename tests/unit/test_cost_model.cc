@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <tuple>
 
 #include "algo/ho_ring.h"
 #include "algo/ring.h"
@@ -12,6 +13,7 @@
 #include "base/error.h"
 #include "sched/cost_model.h"
 #include "sched/fast_model.h"
+#include "sched/fresh_data.h"
 #include "algo/predict.h"
 #include "algo/registry.h"
 
@@ -111,6 +113,128 @@ TEST_CASE("a step's local work delays its intra-host messages (one core copies b
     topo::FastOptions o;
     CHECK(topo::predictFast(gen, t, 4, m, o).seconds == Approx(expected).epsilon(1e-6));
   }
+}
+
+TEST_CASE("a send of data its rank wrote the step before is found, and nothing else", "[cost][cache]") {
+  using sched::kInput;
+  using sched::kOutput;
+  using sched::kScratch;
+  const sched::Step wrote = {
+      {sched::recv(1, kOutput, 100, 50), sched::copy(kInput, 0, kScratch, 0, 10), sched::send(1, kInput, 0, 50)}};
+  CHECK(sched::sendsFreshData(&wrote, sched::send(1, kOutput, 100, 50)));    // exactly what was received
+  CHECK(sched::sendsFreshData(&wrote, sched::send(1, kOutput, 120, 30)));    // inside it
+  CHECK(sched::sendsFreshData(&wrote, sched::send(1, kScratch, 0, 10)));     // what a copy wrote
+  CHECK(!sched::sendsFreshData(&wrote, sched::send(1, kOutput, 90, 20)));    // starts before it
+  CHECK(!sched::sendsFreshData(&wrote, sched::send(1, kOutput, 140, 11)));   // runs past its end
+  CHECK(!sched::sendsFreshData(&wrote, sched::send(1, kInput, 0, 50)));      // only sent there, not written
+  CHECK(!sched::sendsFreshData(nullptr, sched::send(1, kOutput, 100, 50)));  // the first step
+  CHECK(!sched::sendsFreshData(&wrote, sched::recv(1, kOutput, 100, 50)));   // not a send
+  const sched::Step reduced = {
+      {sched::recvReduce(1, kInput, 0, kOutput, 0, 64), sched::reduceLocal(kInput, 0, kScratch, 64, 8)}};
+  CHECK(sched::sendsFreshData(&reduced, sched::send(1, kOutput, 0, 64)));
+  CHECK(sched::sendsFreshData(&reduced, sched::send(1, kScratch, 64, 8)));
+}
+
+TEST_CASE("data a rank wrote the step before moves at the cached rate when it fits, in both simulators",
+          "[cost][cache]") {
+  const topo::Topology t = topo::fromShape(1, 1, 2);
+  topo::LinkModel m = simpleModel();
+  m.cacheBytes = 1 << 20;
+  m.cacheGain = 1.5;
+  const double alpha = m.alpha[hocclLinkIntraHost], beta = m.beta[hocclLinkIntraHost];
+  // Rank 1 receives n floats in step 0 and sends them back in step 1; then it sends its input (not written by it),
+  // then in step 3 the data of step 1's receive again (written two steps before).
+  auto schedules = [](size_t n) {
+    auto s = empty(2);
+    s[0].steps = {{{sched::send(1, sched::kInput, 0, n)}},
+                  {{sched::recv(1, sched::kOutput, 0, n)}},
+                  {{sched::recv(1, sched::kScratch, 0, n)}},
+                  {{sched::recv(1, sched::kScratch, 0, n)}}};
+    s[1].steps = {{{sched::recv(0, sched::kOutput, 0, n)}},
+                  {{sched::send(0, sched::kOutput, 0, n)}},
+                  {{sched::send(0, sched::kInput, 0, n)}},
+                  {{sched::send(0, sched::kOutput, 0, n)}}};
+    return s;
+  };
+  auto both = [&](const std::vector<sched::Schedule>& s, const topo::LinkModel& model) {
+    auto gen = [&s](int r) { return s[static_cast<size_t>(r)]; };
+    topo::FastOptions o;
+    o.reps = topo::Representatives::All;
+    return std::pair{topo::predict(s, t, 4, model).seconds, topo::predictFast(gen, t, 4, model, o).seconds};
+  };
+  // 64 Ki floats (256 KiB): 4 x 256 KiB fit the 1 MiB cache, so step 1 moves at 1.5x.
+  const size_t small = size_t{1} << 16;
+  const double bytes = 4.0 * small;
+  const double cached = 4 * (alpha + bytes / beta) - bytes / beta + bytes / (1.5 * beta);
+  auto [ref, fast] = both(schedules(small), m);
+  CHECK(ref == Approx(cached).epsilon(1e-9));
+  CHECK(fast == Approx(cached).epsilon(1e-6));
+  CHECK(topo::predict(schedules(small), t, 4, m).bytes[hocclLinkIntraHost] == 4 * bytes);  // real bytes counted
+  // One float more: 4 x the message exceeds the cache, every message at the link's rate.
+  const size_t large = small + 1;
+  const double plain = 4 * (alpha + 4.0 * large / beta);
+  std::tie(ref, fast) = both(schedules(large), m);
+  CHECK(ref == Approx(plain).epsilon(1e-9));
+  CHECK(fast == Approx(plain).epsilon(1e-6));
+  // No cache size (the default model): no cache term.
+  topo::LinkModel none = m;
+  none.cacheBytes = 0;
+  std::tie(ref, fast) = both(schedules(small), none);
+  CHECK(ref == Approx(4 * (alpha + bytes / beta)).epsilon(1e-9));
+  // Ranks sharing a core share its cache: two ranks per core halve it (256 KiB x 4 no longer fits 512 KiB).
+  topo::LinkModel shared = m;
+  shared.cores = 1;
+  const topo::LinkModel crowded = shared.crowded(2);
+  CHECK(crowded.cacheBytes == Approx(512 * 1024));
+  CHECK(crowded.streamedBytes(bytes, hocclLinkIntraHost, true) == bytes);
+  CHECK(crowded.streamedBytes(bytes / 2, hocclLinkIntraHost, true) == Approx(bytes / 3));
+  // Only intra-host messages, only fresh data.
+  CHECK(m.streamedBytes(bytes, hocclLinkIntraSwitch, true) == bytes);
+  CHECK(m.streamedBytes(bytes, hocclLinkIntraHost, false) == bytes);
+  // A call whose buffers take at most half the last-level cache runs from it: forCall turns the term off.
+  m.llcBytes = 32 << 20;
+  CHECK(m.forCall(16 << 20).cacheBytes == 0);
+  CHECK(m.forCall((16 << 20) + 1).cacheBytes == m.cacheBytes);
+  topo::LinkModel noLlc = m;
+  noLlc.llcBytes = 0;
+  CHECK(noLlc.forCall(1e12).cacheBytes == 0);
+}
+
+TEST_CASE("the cache term moves a large one-host all-reduce to HO-Ring in cache-sized chunks", "[cost][tuner][cache]") {
+  // 2 ranks on 2 cores with 1 MiB of L2 each and 32 MiB of L3 (this build machine). 16 MiB of floats: 64 MiB of
+  // buffers, over half the L3. The ring's blocks (8 MiB) leave the cache before they are sent on; HO-Ring's parts at
+  // 256 KiB chunks (128 KiB) do not, at 1 MiB chunks (512 KiB: 2 MiB with the room streamedBytes asks) they do.
+  const topo::Topology t = topo::fromShape(1, 1, 2);
+  topo::LinkModel m;
+  m.cores = 2;
+  m.cacheBytes = 1 << 20;
+  m.llcBytes = 32 << 20;
+  const auto candidates = std::vector<const algo::Algorithm*>{&algo::byName("ring"), &algo::byName("ho_ring")};
+  sched::CollArgs args{Coll::AllReduce, 0, 2, (16u << 20) / 4, 0, 0};
+  const algo::Choice choice = algo::tune(args, t, 4, candidates, &m, true);
+  REQUIRE(choice.algorithm);
+  CHECK(std::string(choice.algorithm->name) == "ho_ring");
+  CHECK(choice.chunkCount * 4 == (256u << 10));
+  // Independently: HO-Ring at 256 KiB chunks moves half of its bytes (the all-gather half: the part reduced the
+  // step before) at 1.5x; the ring moves all of them at the link's rate.
+  sched::CollArgs at256 = args;
+  at256.chunkCount = (256u << 10) / 4;
+  const double ho = algo::predict(algo::byName("ho_ring"), at256, t, 4, m).seconds;
+  const double ring = algo::predict(algo::byName("ring"), args, t, 4, m).seconds;
+  topo::LinkModel none = m;
+  none.cacheBytes = 0;
+  const double hoNone = algo::predict(algo::byName("ho_ring"), at256, t, 4, none).seconds;
+  CHECK(ring == Approx(algo::predict(algo::byName("ring"), args, t, 4, none).seconds));
+  const double flow = 16.0 * (1 << 20) / m.beta[hocclLinkIntraHost];  // 8 MiB each way
+  CHECK(hoNone - ho == Approx(flow / 2 * (1 - 1 / 1.5)).epsilon(0.02));
+  // 4 MiB (16 MiB of buffers, half the L3): no cache term, the same choice as without cache sizes.
+  sched::CollArgs small = args;
+  small.count = (4u << 20) / 4;
+  const algo::Choice withCache = algo::tune(small, t, 4, candidates, &m, true);
+  const algo::Choice without = algo::tune(small, t, 4, candidates, &none, true);
+  CHECK(withCache.algorithm == without.algorithm);
+  CHECK(withCache.chunkCount == without.chunkCount);
+  CHECK(withCache.seconds == Approx(without.seconds));
 }
 
 TEST_CASE("the tuner chooses the chunk by prediction unless it is given", "[cost][tuner]") {

@@ -37,6 +37,12 @@ topo::LinkModel stepModel() {
   return m;
 }
 
+topo::LinkModel cacheModel() {
+  topo::LinkModel m = stepModel();  // and a cache of 1 MiB per core: data sent on the step after it arrived
+  m.cacheBytes = 1 << 20;           // (every message of up to 256 KiB) moves at the cached rate
+  return m;
+}
+
 }  // namespace
 
 TEST_CASE("fast predictions match the reference on small shapes", "[fast]") {
@@ -59,7 +65,7 @@ TEST_CASE("fast predictions match the reference on small shapes", "[fast]") {
   const Coll colls[] = {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather, Coll::Broadcast,
                         Coll::Reduce,    Coll::AlltoAll,      Coll::Gather,    Coll::Scatter};
   double worst[2] = {0, 0};  // largest error: [uneven or rooted, regular unrooted]
-  for (const auto& model : {topo::LinkModel{}, spineModel(), stepModel()})
+  for (const auto& model : {topo::LinkModel{}, spineModel(), stepModel(), cacheModel()})
     for (const auto& [name, t, tolerance] : shapes)
       for (Coll c : colls)
         for (size_t count : {size_t{4096}, size_t{1} << 18, size_t{1} << 22}) {
@@ -155,6 +161,9 @@ TEST_CASE("a model file round-trips and HOCCL_MODEL_FILE loads it under HOCCL_LI
   m.spine = 25e6;
   m.step[hocclLinkInterSwitch] = 1.5e-3;
   m.step[hocclLinkIntraHost] = 40e-6;
+  m.cacheBytes = 2 << 20;
+  m.llcBytes = 96 << 20;
+  m.cacheGain = 1.25;
   const std::string text = m.toJson("test");
   topo::LinkModel back = topo::LinkModel::fromJson(text, "inline");
   for (int c = 0; c < hocclNumLinkClasses; ++c) {
@@ -169,6 +178,19 @@ TEST_CASE("a model file round-trips and HOCCL_MODEL_FILE loads it under HOCCL_LI
                     Catch::Contains("step_us.inter-switch must be a number >= 0"));
   CHECK(back.nic == Approx(80e6));
   CHECK(back.spine == Approx(25e6));
+  CHECK(back.cacheBytes == Approx(2 << 20));
+  CHECK(back.llcBytes == Approx(96 << 20));
+  CHECK(back.cacheGain == Approx(1.25));
+  // Without "cache": no cache sizes (the communicator fills them in on one host), the built-in gain; bad values
+  // and unknown keys are refused.
+  CHECK(topo::LinkModel::fromJson("{}", "inline").cacheBytes == 0);
+  CHECK(topo::LinkModel::fromJson("{}", "inline").cacheGain == Approx(topo::LinkModel{}.cacheGain));
+  CHECK_THROWS_WITH(topo::LinkModel::fromJson(R"({"cache": {"gain": 0}})", "inline"),
+                    Catch::Contains("cache.gain must be a positive number"));
+  CHECK_THROWS_WITH(topo::LinkModel::fromJson(R"({"cache": {"l2_bytes": -1}})", "inline"),
+                    Catch::Contains("cache.l2_bytes must be a number >= 0"));
+  CHECK_THROWS_WITH(topo::LinkModel::fromJson(R"({"cache": {"l3": 1}})", "inline"),
+                    Catch::Contains("unknown key 'l3' in cache"));
   // Keys left out keep the defaults; nic and spine follow the class bandwidths when absent.
   back = topo::LinkModel::fromJson(R"({"bandwidth_GBps": {"intra-switch": 0.5}})", "inline");
   CHECK(back.nic == Approx(0.5e9));
