@@ -219,12 +219,12 @@ Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, s
     for (auto& s : transports_[t]->shortcuts(sc, reachesAll)) shortcuts_.push_back(std::move(s));
     if (!hostLevel_) hostLevel_ = transports_[t]->hostLevel(sc, peersOf[t], reachesAll);
   }
-  {  // the online choice's agreement (comm/online_choice.h): a 2-value max through the small shortcut
+  {  // the online choice's agreement (comm/online_choice.h): a max of up to 3 values through the small shortcut
     transport::CollCall agree;
     agree.coll = Coll::AllReduce;
     agree.dtype = hocclFloat64;
     agree.op = hocclMax;
-    agree.count = 2;
+    agree.count = OnlineChoice::kMaxVariants;
     for (auto& s : shortcuts_)
       if (!agreeShortcut_ && std::string(s->name()) == "small" && s->canRun(agree)) agreeShortcut_ = s.get();
   }
@@ -419,9 +419,19 @@ const Communicator::Decision& Communicator::decide(const transport::CollCall& ca
           t.runnerUp = std::make_unique<Decision>(makeDecision(*other, args));
           t.pick.fold = fold;
           t.runnerUp->fold = fold;
-          t.online = std::make_unique<OnlineChoice>();
-          HOCCL_INFO(kTuning, "{}: {} chosen online between {} and {}{}", describe(), transport::describeCall(call),
-                     t.pick.choice.name(), other->name(), fold ? " (the shortcut adds in the schedule's order)" : "");
+          // A third variant where the cache term decided the schedule: another schedule adds in another order, so
+          // only where every order gives the same bits (or HOCCL_TUNE_ONLINE=2 lets them change).
+          std::optional<algo::Choice> third;
+          if (online == 2 || sameBits)
+            third = algo::withoutCacheTerm(args, topology_, elemSize, model,
+                                           t.pick.choice.algorithm ? t.pick.choice : *other);
+          if (third) t.third = std::make_unique<Decision>(makeDecision(*third, args));
+          t.online = std::make_unique<OnlineChoice>(third ? 3 : 2);
+          HOCCL_INFO(kTuning, "{}: {} chosen online between {} and {}{}{}", describe(), transport::describeCall(call),
+                     t.pick.choice.name(), other->name(),
+                     third ? fmt::format(" and {} (the best schedule without the cache term)", third->name())
+                           : std::string(),
+                     fold ? " (the shortcut adds in the schedule's order)" : "");
         }
       }
     }

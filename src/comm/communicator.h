@@ -248,13 +248,18 @@ class Communicator {
   WaitPolicy forcedWaitPolicy_ = WaitPolicy::Spin;
   // The type and the op take part since the online choice depends on them (sameBitsEveryVariant).
   using DecisionKey = std::tuple<int, size_t, int, bool, size_t, size_t, int, int, int, int>;
-  // What decide() keeps per call shape: the tuner's pick and, where the shape is chosen online, the runner-up and the
-  // online state that says which of the two runs.
+  // What decide() keeps per call shape: the tuner's pick and, where the shape is chosen online, the runner-up, the
+  // schedule without the cache term where it differs (algo::withoutCacheTerm), and the online state that says which
+  // of them runs.
   struct Tuned {
     Decision pick;
     std::unique_ptr<Decision> runnerUp;
+    std::unique_ptr<Decision> third;
     std::unique_ptr<OnlineChoice> online;
-    const Decision& active() const { return online && online->variant() == 1 ? *runnerUp : pick; }
+    const Decision& active() const {
+      const int v = online ? online->variant() : 0;
+      return v == 1 ? *runnerUp : v == 2 ? *third : pick;
+    }
   };
   std::map<DecisionKey, Tuned> decisions_;
   const DecisionKey* lastKey_ = nullptr;  // the most recent decision: repeated identical calls skip the map

@@ -1,6 +1,7 @@
 /// @file online_choice.h
 /// The online choice between the tuner's pick and its runner-up of the other kind (a schedule over the shm slots
-/// against the single copy through the kernel) for one call shape, from the times of the calls themselves.
+/// against the single copy through the kernel), and where the model's cache term decided the schedule, the schedule
+/// without it, for one call shape, from the times of the calls themselves.
 ///
 /// Why: the cost model has one intra-host rate per host, but what the slots cost depends on whether the ranks' cores
 /// share a last-level cache, and on the build machines that changes under a running job (docs/performance.md, "Near
@@ -10,25 +11,27 @@
 /// How (every rank runs the same state machine on the same call count, so every rank runs the same variant):
 ///   1. the first kStartAfter - 1 calls run the tuner's pick: a shape called only a few times (a short benchmark, an
 ///      initialisation) gets the model's choice alone, and pays nothing for measuring;
-///   2. exploration: a block of kBlock calls of the runner-up. Only the second half of a run of one variant is timed
-///      (the last kBlock / 2 calls of a block; the pick's calls before it): a variant's first calls in a run are
+///   2. exploration: a block of kBlock calls of the runner-up (then one of the third variant, where there is one).
+///      Only the second half of a run of one variant is timed (the last kBlock / 2 calls of a block; the pick's calls
+///      before it): a variant's first calls in a run are
 ///      slower (on the build machine the ring's 2 MiB all-gather took 8-10 calls of a run to come down from 2-3x its
 ///      steady time), and a rank can leave a ring call while its last messages still wait in the slots, so the
 ///      next call of the other variant waits for them;
-///   3. agreement at the end of the block (inside the same API call on every rank, so no other call can come
+///   3. agreement at the end of the last block (inside the same API call on every rank, so no other call can come
 ///      between, nor can a mismatched call meet it): every rank's median of its recent timed calls per variant, the
 ///      maximum over the ranks (an all-reduce through the caller's `Agree`), so every rank decides alike;
-///   4. the current winner stays unless the other measures more than kSwitchMargin faster twice in a row: a first
-///      such agreement clears both windows and runs another kBlock calls of the winner, then another block of the
-///      other, then agrees again (a burst of slow calls in one window - another process, the vCPUs moving - must not
+///   4. the current winner stays unless another measures more than kSwitchMargin faster twice in a row: a first
+///      such agreement clears every window and runs another kBlock calls of the winner, then another block of the
+///      fastest challenger alone, then agrees again (a burst of slow calls in one window - another process, the vCPUs moving - must not
 ///      hand the shape to the slower variant for a whole interval);
-///   5. re-check: after an interval sized so that a block of the loser and the winner's slow first calls after it
-///      cost under kOverheadShare of the interval's time, another block of the loser and an agreement against the
+///   5. re-check: after an interval sized so that the blocks of the losers and the slow first calls after each
+///      cost under kOverheadShare of the interval's time, another block of each loser and an agreement against the
 ///      winner's recent median; the choice may flip either way.
 /// The call count alone says when to explore, re-check and agree, never a clock, so a slow rank cannot make ranks
 /// disagree. Pure logic: the caller measures the calls and provides the agreement.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -46,9 +49,19 @@ namespace hoccl {
 /// PreMulSum.
 bool sameBitsEveryVariant(Coll coll, hocclDataType_t dtype, hocclRedOp_t op, int nranks);
 
-/// Online choice between two variants of one call shape: 0 (the tuner's pick) and 1 (the runner-up).
+/// Online choice between the variants of one call shape: 0 (the tuner's pick), 1 (the runner-up of the other kind)
+/// and, where there is one, 2 (the schedule the model would pick without its cache term; Communicator::decide). A
+/// re-check runs a block of each variant other than the winner, one after the other, then agrees; a confirmation
+/// runs a block of the challenger that won the last agreement only.
 class OnlineChoice {
  public:
+  /// Most variants of one shape.
+  static constexpr int kMaxVariants = 3;
+  /// A choice among `variants` (2 or 3; others are clamped to that range).
+  explicit OnlineChoice(int variants = 2) : variants_(std::clamp(variants, 2, kMaxVariants)) {}
+  /// How many variants it chooses among.
+  int variants() const { return variants_; }
+
   /// Replaces `values[0..n)` with their maximum over every rank (the same on all afterwards).
   using Agree = std::function<void(double* values, int n)>;
 
@@ -77,7 +90,7 @@ class OnlineChoice {
   /// due, the agreement through `agree` and the decision for the calls to come. True when it agreed. Every rank that
   /// completed the call agrees here, inside the same API call, so no other call of any rank can come between.
   bool afterCall(double seconds, const Agree& agree);
-  /// The variant the current call runs (0: the tuner's pick, 1: the runner-up).
+  /// The variant the current call runs (0: the tuner's pick, 1: the runner-up, 2: the third variant).
   int variant() const { return running_; }
   /// Whether the current call is timed (in the second half of a run of its variant).
   bool timed() const { return timed_; }
@@ -85,13 +98,15 @@ class OnlineChoice {
   int winner() const { return winner_; }
   /// Calls seen so far.
   uint64_t calls() const { return calls_; }
-  /// The agreed estimates (seconds per call, the slowest rank's median) of the last agreement; 0 before the first.
+  /// The agreed estimates (seconds per call, the slowest rank's median), one per variant, of the last agreement; 0
+  /// before the first and for a variant not timed since its samples were last cleared.
   const double* estimates() const { return estimate_; }
   /// Calls from the current one to the next re-check (for tests and logs).
   uint64_t nextCheck() const { return nextCheck_; }
   /// Number of agreements so far.
   int agreements() const { return agreements_; }
-  /// "winner 1 (est 12.0 us against 40.1 us), next re-check at call 90": one line for logs.
+  /// "variant 1 wins (12.0 us against 40.1 us, ...), next re-check at call 90": one line for logs (with three
+  /// variants, every estimate is named).
   std::string describe() const;
 
  private:
@@ -99,18 +114,21 @@ class OnlineChoice {
   void record(int variant, double seconds);
   double localEstimate(int variant) const;
 
+  int variants_;
   uint64_t calls_ = 0;
   int running_ = 0;
   int run_ = 0;              // calls of running_ in a row, this one included
   bool timed_ = false;
   int winner_ = 0;
-  int blockLeft_ = 0;        // calls left in the current block of the other variant
+  int blockLeft_ = 0;        // calls left in the current block of a variant other than the winner
+  std::vector<int> queue_;   // the variants whose blocks the current re-check runs, the running one first
   bool agreeAfter_ = false;  // the current call ends with an agreement
   uint64_t nextCheck_ = 0;   // call that starts the next re-check block (0: none planned)
-  bool confirming_ = false;  // the other variant won the last agreement: the next one decides the switch
+  bool confirming_ = false;  // a challenger won the last agreement: the next one decides the switch
+  int challenger_ = 1;       // that challenger
   int agreements_ = 0;
-  double estimate_[2] = {0, 0};
-  std::vector<double> samples_[2];
+  double estimate_[kMaxVariants] = {};
+  std::vector<double> samples_[kMaxVariants];
 };
 
 }  // namespace hoccl

@@ -15,7 +15,10 @@
 //   bit for bit, whichever variant ran, and matches a double-precision reference within float rounding (2-rank float
 //   sums and int32 sums: exactly); where the single copy follows a fold, every element equals its inputs added in
 //   that order (on every call of the 400 KB shapes, on the first call of each run of one variant at 4 MiB);
-//   5. HOCCL_TUNE_ONLINE=0 and HOCCL_ALGO=ring: nothing is chosen online.
+//   5. a model file with small caches (HOCCL_MODEL_FILE): a 2-rank 4 MiB float sum whose schedule the cache term
+//      decides is chosen among three variants (the third: the best schedule without the cache term), each ran, and
+//      every result is exact;
+//   6. HOCCL_TUNE_ONLINE=0 and HOCCL_ALGO=ring: nothing is chosen online.
 // A machine where the single copy cannot run (cross-memory attach refused) has no runner-up: the test says so and
 // exits 77 (skipped).
 //
@@ -27,6 +30,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "comm/communicator.h"
 #include "data.h"
@@ -60,13 +65,15 @@ std::vector<std::string> gatherBytes(hocclComm_t comm, int nranks, const void* d
   return out;
 }
 
-// Checks that both variants ran and that every rank ran the same ones and agreed on the same estimates.
+// Checks that every variant ran and that every rank ran the same ones and agreed on the same estimates.
 int checkAgreement(int rank, int nranks, hocclComm_t comm, const std::string& variants,
                    const hoccl::OnlineChoice& choice, const char* what) {
-  if (variants.find('0') == std::string::npos || variants.find('1') == std::string::npos)
-    return fail(rank, std::string(what) + ": only one variant ever ran: " + variants);
+  for (int v = 0; v < choice.variants(); ++v)
+    if (variants.find(static_cast<char>('0' + v)) == std::string::npos)
+      return fail(rank, std::string(what) + ": variant " + std::to_string(v) + " never ran: " + variants);
   const std::vector<std::string> all = gatherBytes(comm, nranks, variants.data(), variants.size());
-  double est[2] = {choice.estimates()[0], choice.estimates()[1]};
+  double est[hoccl::OnlineChoice::kMaxVariants] = {};
+  for (int v = 0; v < choice.variants(); ++v) est[v] = choice.estimates()[v];
   const std::vector<std::string> estimates = gatherBytes(comm, nranks, est, sizeof(est));
   if (all.size() != static_cast<size_t>(nranks) || estimates.size() != all.size())
     return fail(rank, std::string(what) + ": gathering the variants failed");
@@ -125,6 +132,8 @@ struct Reduction {
   bool everyShape = false;  ///< HOCCL_TUNE_ONLINE=2
   size_t count = 100003;    ///< elements per rank's result (400 KB: the single copy's all-reduce range, from 256 KiB)
   bool chunkedFold = false;  ///< the schedule of the pair must be HO-Ring in chunks (more fold segments than ranks)
+  int variants = 0;          ///< the variants the shape must be chosen among (0: any)
+  int calls = kCalls;        ///< calls of the shape
 };
 
 // A buffer for reductionPart: ordinary, or registered memory of hocclMemAlloc.
@@ -174,7 +183,7 @@ int reductionPart(int rank, int nranks, hocclComm_t comm, const Reduction& how) 
   std::vector<std::vector<std::vector<char>>> typedOf(kPeriod);  // per data class, every rank's input as bytes
   std::string variants;
   size_t folded = 0;
-  for (int call = 0; call < kCalls; ++call) {
+  for (int call = 0; call < how.calls; ++call) {
     const int data = call % kPeriod;
     if (typedOf[data].empty()) {
       typedOf[data].assign(nranks, std::vector<char>(total * elem));
@@ -197,6 +206,9 @@ int reductionPart(int rank, int nranks, hocclComm_t comm, const Reduction& how) 
       MP_CHECK(rank, hocclAllReduce(sendbuf, recvbuf, count, how.dtype, how.op, comm, nullptr));
     hoccl::OnlineChoice* choice = c.lastOnlineChoice();
     if (!choice) return fail(rank, std::string(how.what) + ": not chosen online");
+    if (how.variants && choice->variants() != how.variants)
+      return fail(rank, std::string(how.what) + ": chosen among " + std::to_string(choice->variants()) +
+                            " variants, expected " + std::to_string(how.variants));
     variants += static_cast<char>('0' + choice->variant());
     const char* result = recvbuf;
     if (firstResult[data].empty()) {
@@ -254,11 +266,13 @@ int reductionPart(int rank, int nranks, hocclComm_t comm, const Reduction& how) 
   return checkAgreement(rank, nranks, comm, variants, *c.lastOnlineChoice(), how.what);
 }
 
-int body(int rank, int nranks, const hocclUniqueId& id, const char* online, const char* algo) {
+int body(int rank, int nranks, const hocclUniqueId& id, const char* online, const char* algo, const char* model) {
   if (online) setenv("HOCCL_TUNE_ONLINE", online, 1);
   else unsetenv("HOCCL_TUNE_ONLINE");
   if (algo) setenv("HOCCL_ALGO", algo, 1);
   else unsetenv("HOCCL_ALGO");
+  if (model) setenv("HOCCL_MODEL_FILE", model, 1);
+  else unsetenv("HOCCL_MODEL_FILE");
   hocclComm_t comm = nullptr;
   MP_CHECK(rank, hocclCommInitRank(&comm, nranks, id, rank));
   int rc = 0;
@@ -273,9 +287,20 @@ int body(int rank, int nranks, const hocclUniqueId& id, const char* online, cons
     Reduction every = reduction(hocclFloat, hocclSum, "all-reduce, every shape online");
     every.everyShape = true;
     rc = reductionPart(rank, nranks, comm, every);
+  } else if (model) {
+    // A model whose caches make the cache term decide a 2-rank 4 MiB all-reduce's schedule (HO-Ring in 256 KiB
+    // chunks): the schedule without it is the third variant (algo::withoutCacheTerm); a + b has one result whichever
+    // runs. Calls enough for the exploration's two blocks and a confirmation.
+    Reduction three = reduction(hocclFloat, hocclSum, "all-reduce 4 MiB, three variants");
+    three.count = size_t{1} << 20;
+    three.exact = true;
+    three.variants = 3;
+    three.calls = kCalls + 2 * hoccl::OnlineChoice::kBlock;
+    rc = reductionPart(rank, nranks, comm, three);
   } else if (nranks == 4) {
-    // 4 MiB on 4 ranks: the model picks the single copy and its runner-up is HO-Ring in chunks, whose fold has a
-    // segment per part of every chunk: the single copy must follow it across its pieces.
+    // 4 MiB on 4 ranks: the pair is the single copy and HO-Ring in chunks (the model's pick and its runner-up, in
+    // either order), whose fold has a segment per part of every chunk: the single copy must follow it across its
+    // pieces.
     Reduction chunked = reduction(hocclFloat, hocclSum, "all-reduce 4 MiB");
     chunked.count = size_t{1} << 20;
     chunked.chunkedFold = true;
@@ -310,29 +335,44 @@ int body(int rank, int nranks, const hocclUniqueId& id, const char* online, cons
 }  // namespace
 
 int main() {
+  // 1 MiB of L2 per core and 4 MiB of last-level cache: a 2-rank 4 MiB all-reduce (16 MiB of buffers) overflows it.
+  char model[] = "/tmp/hoccl-mp-online-model-XXXXXX";
+  const int fd = mkstemp(model);
+  const std::string text = R"({"cache": {"l2_bytes": 1048576, "llc_bytes": 4194304}, "cores_per_host": 2})";
+  if (fd < 0 || write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    std::printf("mp_online_choice: cannot write a model file in /tmp\n");
+    return 1;
+  }
+  close(fd);
   struct Run {
     int nranks;
     const char* online;
     const char* algo;
+    const char* model;
     const char* what;
   };
-  const Run runs[] = {{2, nullptr, nullptr, "2 ranks, default"},
-                      {3, nullptr, nullptr, "3 ranks, default"},
-                      {3, "2", nullptr, "3 ranks, HOCCL_TUNE_ONLINE=2"},
-                      {4, nullptr, nullptr, "4 ranks, default (HO-Ring and the single copy)"},
-                      {2, "0", nullptr, "2 ranks, HOCCL_TUNE_ONLINE=0"},
-                      {2, nullptr, "ring", "2 ranks, HOCCL_ALGO=ring"}};
+  const Run runs[] = {{2, nullptr, nullptr, nullptr, "2 ranks, default"},
+                      {3, nullptr, nullptr, nullptr, "3 ranks, default"},
+                      {3, "2", nullptr, nullptr, "3 ranks, HOCCL_TUNE_ONLINE=2"},
+                      {4, nullptr, nullptr, nullptr, "4 ranks, default (HO-Ring and the single copy)"},
+                      {2, nullptr, nullptr, model, "2 ranks, small caches (three variants)"},
+                      {2, "0", nullptr, nullptr, "2 ranks, HOCCL_TUNE_ONLINE=0"},
+                      {2, nullptr, "ring", nullptr, "2 ranks, HOCCL_ALGO=ring"}};
+  int status = 0;
   for (const Run& run : runs) {
     const int rc = runRanks(
         run.nranks,
-        [&](int rank, int nranks, const hocclUniqueId& id) { return body(rank, nranks, id, run.online, run.algo); },
+        [&](int rank, int nranks, const hocclUniqueId& id) {
+          return body(rank, nranks, id, run.online, run.algo, run.model);
+        },
         120);
-    if (rc == kSkip) return kSkip;
-    if (rc != 0) {
-      std::printf("mp_online_choice: %s failed\n", run.what);
-      return rc;
+    if (rc == kSkip || rc != 0) {
+      if (rc != kSkip) std::printf("mp_online_choice: %s failed\n", run.what);
+      status = rc;
+      break;
     }
     std::printf("mp_online_choice: %s ok\n", run.what);
   }
-  return 0;
+  unlink(model);
+  return status;
 }

@@ -129,6 +129,58 @@ TEST_CASE("a burst of slow calls in the winner's window does not switch: the swi
   CHECK(d.describe().find("variant 1 wins (12000000.0 us against 30000000.0 us") == 0);
 }
 
+TEST_CASE("three variants: a block of each other variant in turn, the fastest wins after a confirmation of it alone") {
+  const int start = static_cast<int>(OnlineChoice::kStartAfter), block = OnlineChoice::kBlock;
+  auto three = [](double t0, double t1, double t2) {
+    return [=](int, int v) { return v == 0 ? t0 : v == 1 ? t1 : t2; };
+  };
+  OnlineChoice c(3);
+  CHECK(c.variants() == 3);
+  std::vector<int> ran;
+  std::vector<int> agreedAfter;
+  const auto times = three(30, 20, 12);
+  for (int i = 1; i <= start + 4 * block + 2; ++i) {
+    c.beforeCall();
+    ran.push_back(c.variant());
+    if (c.afterCall(times(i, c.variant()), kAlone)) agreedAfter.push_back(i);
+  }
+  // The exploration: variant 1's block, then variant 2's, one agreement at the end of both.
+  for (int i = 1; i < start + 2 * block; ++i) {
+    CAPTURE(i);
+    CHECK(ran[i - 1] == (i < start ? 0 : i < start + block ? 1 : 2));
+  }
+  REQUIRE(agreedAfter.size() == 2);
+  CHECK(agreedAfter[0] == start + 2 * block - 1);
+  // The confirmation: the pick's next kBlock calls, then a block of variant 2 alone (variant 1 lost), then it wins.
+  const int confirmFrom = start + 3 * block;
+  for (int i = start + 2 * block; i < confirmFrom; ++i) CHECK(ran[i - 1] == 0);
+  for (int i = confirmFrom; i < confirmFrom + block; ++i) CHECK(ran[i - 1] == 2);
+  CHECK(agreedAfter[1] == confirmFrom + block - 1);
+  CHECK(c.winner() == 2);
+  CHECK(c.estimates()[2] == Approx(12));
+  CHECK(c.describe().find("variant 2 wins (12000000.0 us against ") == 0);
+  // Afterwards the winner runs, and a re-check runs a block of each of the other two.
+  drive(c, 20000, three(30, 20, 12));
+  CHECK(c.winner() == 2);
+  // The middle variant wins where it is fastest; a third variant slower than the pick never wins.
+  OnlineChoice middle(3), slow(3);
+  drive(middle, 1000, three(30, 12, 20));
+  CHECK(middle.winner() == 1);
+  drive(slow, 1000, three(10, 30, 40));
+  CHECK(slow.winner() == 0);
+  CHECK(slow.estimates()[1] == Approx(30));
+  CHECK(slow.estimates()[2] == Approx(40));
+  // The re-checks of a 3-variant choice cost about kOverheadShare as well: two blocks per interval.
+  OnlineChoice cost(3);
+  const std::vector<int> all = drive(cost, 40000, three(10, 13, 11));
+  const double extra = 3.0 * std::count(all.begin(), all.end(), 1) + 1.0 * std::count(all.begin(), all.end(), 2);
+  CHECK(extra / (10.0 * all.size()) < 2 * OnlineChoice::kOverheadShare);
+  CHECK(std::count(all.begin(), all.end(), 2) > 0);
+  // Out-of-range counts are clamped.
+  CHECK(OnlineChoice(1).variants() == 2);
+  CHECK(OnlineChoice(7).variants() == OnlineChoice::kMaxVariants);
+}
+
 TEST_CASE("the re-check interval keeps the loser's cost bounded and stays within its limits") {
   const int explored = static_cast<int>(OnlineChoice::kStartAfter) + OnlineChoice::kBlock - 1;
   // Interval: (16 x (slow / fast - 1) + 8 settling calls) / 0.02.
