@@ -182,8 +182,9 @@
          "HOCCL_LINK_* still override")                                                                                \
   INT(TUNE_ONLINE, 1, 0, 2,                                                                                            \
       "Online choice on one host (src/comm/online_choice.h): from the 64th call of a shape, the tuner's pick is "      \
-      "timed against its runner-up (the single copy, or the best schedule) in blocks of 16 calls and the faster "      \
-      "kept, re-checked so that the loser costs under 2%. 0: off; 1: where every variant gives the same bits (no "    \
+      "timed against its runner-up (the single copy, or the best schedule) and, where every variant gives the same "  \
+      "bits, the best schedule of another algorithm, in blocks of 16 calls, and the fastest kept, re-checked so "      \
+      "that the losers cost under 2%. 0: off; 1: where every variant gives the same bits (no "                         \
       "reduction, min/max, integers, 2 ranks, or a float sum/product/average the single copy adds in the "            \
       "schedule's order, kernels/fold_order.h); 2: every shape (results may then vary in the last bits)")            \
   INT(TUNE_PROBE, 0, 0, 1,                                                                                             \

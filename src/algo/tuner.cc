@@ -276,18 +276,14 @@ std::optional<Choice> runnerUp(const transport::CollCall& call, const sched::Col
   return best;
 }
 
-std::optional<Choice> withoutCacheTerm(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
-                                       const topo::LinkModel& model, const Choice& schedule) {
-  if (!params::ALGO.get().empty() || model.cacheBytes <= 0 || !schedule.algorithm) return std::nullopt;
+std::optional<Choice> otherSchedule(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
+                                    const topo::LinkModel& model, const Choice& schedule) {
+  if (!params::ALGO.get().empty() || !schedule.algorithm) return std::nullopt;
   static const bool chooseChunk = !params::CHUNK_SIZE.isSet();
-  const auto candidates = algo::candidates(args, topo);
+  auto candidates = algo::candidates(args, topo);
+  candidates.erase(std::remove(candidates.begin(), candidates.end(), schedule.algorithm), candidates.end());
   if (candidates.empty()) return std::nullopt;
-  topo::LinkModel plain = model;
-  plain.cacheBytes = 0;
-  Choice other = tune(args, topo, elemSize, candidates, &plain, chooseChunk);
-  const bool sameChunk = !chunkMatters(*other.algorithm, args.coll) || other.chunkCount == schedule.chunkCount;
-  if (other.algorithm == schedule.algorithm && sameChunk) return std::nullopt;
-  return other;
+  return tune(args, topo, elemSize, candidates, &model, chooseChunk);
 }
 
 }  // namespace hoccl::algo

@@ -83,13 +83,14 @@ std::optional<Choice> runnerUp(const transport::CollCall& call, const sched::Col
                                size_t elemSize, const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts,
                                const topo::LinkModel& model, const Choice& chosen);
 
-/// The best schedule without the model's cache term (topo::LinkModel::streamedBytes: cacheBytes 0), for the online
-/// choice's third variant: what the cache term adds depends on where the cores sit (a job on cores that share no
-/// last-level cache does not see it), so where it changes the best schedule both are timed. Nullopt when HOCCL_ALGO
-/// forces the choice, when `model` has no cache term, or when the best schedule without it is `schedule` (the
-/// same algorithm, and the same chunk where the chunk matters). The same on every rank for the same inputs.
-std::optional<Choice> withoutCacheTerm(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
-                                       const topo::LinkModel& model, const Choice& schedule);
+/// The best schedule of another algorithm than `schedule`'s (its chunk chosen as tune() chooses it), for the online
+/// choice's third variant: on one host the model prices the ring and HO-Ring close to each other, and what tells
+/// them apart there is what it sees least (whether the ranks' cores share a last-level cache, which moves under a
+/// running job on the build machines: docs/model.md, "The cache term"). Nullopt when HOCCL_ALGO forces the choice,
+/// when `schedule` is not a schedule, or when no other algorithm implements the call. The same on every rank for the
+/// same inputs.
+std::optional<Choice> otherSchedule(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
+                                    const topo::LinkModel& model, const Choice& schedule);
 
 /// Names of the shortcuts HOCCL_ALGO accepts ("small, single_copy").
 std::string shortcutNames();

@@ -419,18 +419,17 @@ const Communicator::Decision& Communicator::decide(const transport::CollCall& ca
           t.runnerUp = std::make_unique<Decision>(makeDecision(*other, args));
           t.pick.fold = fold;
           t.runnerUp->fold = fold;
-          // A third variant where the cache term decided the schedule: another schedule adds in another order, so
-          // only where every order gives the same bits (or HOCCL_TUNE_ONLINE=2 lets them change).
+          // A third variant: the best schedule of another algorithm. It adds in another order, so only where every
+          // order gives the same bits (or HOCCL_TUNE_ONLINE=2 lets them change).
           std::optional<algo::Choice> third;
           if (online == 2 || sameBits)
-            third = algo::withoutCacheTerm(args, topology_, elemSize, model,
-                                           t.pick.choice.algorithm ? t.pick.choice : *other);
+            third = algo::otherSchedule(args, topology_, elemSize, model,
+                                        t.pick.choice.algorithm ? t.pick.choice : *other);
           if (third) t.third = std::make_unique<Decision>(makeDecision(*third, args));
           t.online = std::make_unique<OnlineChoice>(third ? 3 : 2);
           HOCCL_INFO(kTuning, "{}: {} chosen online between {} and {}{}{}", describe(), transport::describeCall(call),
                      t.pick.choice.name(), other->name(),
-                     third ? fmt::format(" and {} (the best schedule without the cache term)", third->name())
-                           : std::string(),
+                     third ? fmt::format(" and {}", third->name()) : std::string(),
                      fold ? " (the shortcut adds in the schedule's order)" : "");
         }
       }

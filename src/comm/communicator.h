@@ -249,8 +249,8 @@ class Communicator {
   // The type and the op take part since the online choice depends on them (sameBitsEveryVariant).
   using DecisionKey = std::tuple<int, size_t, int, bool, size_t, size_t, int, int, int, int>;
   // What decide() keeps per call shape: the tuner's pick and, where the shape is chosen online, the runner-up, the
-  // schedule without the cache term where it differs (algo::withoutCacheTerm), and the online state that says which
-  // of them runs.
+  // best schedule of another algorithm where every variant gives the same bits (algo::otherSchedule), and the online
+  // state that says which of them runs.
   struct Tuned {
     Decision pick;
     std::unique_ptr<Decision> runnerUp;

@@ -1,7 +1,7 @@
 /// @file online_choice.h
 /// The online choice between the tuner's pick and its runner-up of the other kind (a schedule over the shm slots
-/// against the single copy through the kernel), and where the model's cache term decided the schedule, the schedule
-/// without it, for one call shape, from the times of the calls themselves.
+/// against the single copy through the kernel), and where every variant gives the same bits the best schedule of
+/// another algorithm, for one call shape, from the times of the calls themselves.
 ///
 /// Why: the cost model has one intra-host rate per host, but what the slots cost depends on whether the ranks' cores
 /// share a last-level cache, and on the build machines that changes under a running job (docs/performance.md, "Near
@@ -50,7 +50,7 @@ namespace hoccl {
 bool sameBitsEveryVariant(Coll coll, hocclDataType_t dtype, hocclRedOp_t op, int nranks);
 
 /// Online choice between the variants of one call shape: 0 (the tuner's pick), 1 (the runner-up of the other kind)
-/// and, where there is one, 2 (the schedule the model would pick without its cache term; Communicator::decide). A
+/// and, where there is one, 2 (the best schedule of another algorithm; Communicator::decide). A
 /// re-check runs a block of each variant other than the winner, one after the other, then agrees; a confirmation
 /// runs a block of the challenger that won the last agreement only.
 class OnlineChoice {
