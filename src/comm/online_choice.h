@@ -13,17 +13,16 @@
 ///      initialisation) gets the model's choice alone, and pays nothing for measuring;
 ///   2. exploration: a block of kBlock calls of the runner-up (then one of the third variant, where there is one).
 ///      Only the second half of a run of one variant is timed (the last kBlock / 2 calls of a block; the pick's calls
-///      before it): a variant's first calls in a run are
-///      slower (on the build machine the ring's 2 MiB all-gather took 8-10 calls of a run to come down from 2-3x its
-///      steady time), and a rank can leave a ring call while its last messages still wait in the slots, so the
-///      next call of the other variant waits for them;
+///      before it): a variant's first calls in a run are slower (on the build machine the ring's 2 MiB all-gather
+///      took 8-10 calls of a run to come down from 2-3x its steady time), and a rank can leave a ring call while its
+///      last messages still wait in the slots, so the next call of the other variant waits for them;
 ///   3. agreement at the end of the last block (inside the same API call on every rank, so no other call can come
 ///      between, nor can a mismatched call meet it): every rank's median of its recent timed calls per variant, the
 ///      maximum over the ranks (an all-reduce through the caller's `Agree`), so every rank decides alike;
 ///   4. the current winner stays unless another measures more than kSwitchMargin faster twice in a row: a first
 ///      such agreement clears every window and runs another kBlock calls of the winner, then another block of the
-///      fastest challenger alone, then agrees again (a burst of slow calls in one window - another process, the vCPUs moving - must not
-///      hand the shape to the slower variant for a whole interval);
+///      fastest challenger alone, then agrees again (a burst of slow calls in one window - another process, the
+///      vCPUs moving - must not hand the shape to the slower variant for a whole interval);
 ///   5. re-check: after an interval sized so that the blocks of the losers and the slow first calls after each
 ///      cost under kOverheadShare of the interval's time, another block of each loser and an agreement against the
 ///      winner's recent median; the choice may flip either way.
@@ -50,9 +49,9 @@ namespace hoccl {
 bool sameBitsEveryVariant(Coll coll, hocclDataType_t dtype, hocclRedOp_t op, int nranks);
 
 /// Online choice between the variants of one call shape: 0 (the tuner's pick), 1 (the runner-up of the other kind)
-/// and, where there is one, 2 (the best schedule of another algorithm; Communicator::decide). A
-/// re-check runs a block of each variant other than the winner, one after the other, then agrees; a confirmation
-/// runs a block of the challenger that won the last agreement only.
+/// and, where there is one, 2 (the best schedule of another algorithm; Communicator::decide). A re-check runs a
+/// block of each variant other than the winner, one after the other, then agrees; a confirmation runs a block of
+/// the challenger that won the last agreement only.
 class OnlineChoice {
  public:
   /// Most variants of one shape.
