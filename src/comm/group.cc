@@ -40,8 +40,28 @@ GroupState& state() {
 //
 // Every op's flight-recorder entry ends as done (untimed with `endUntimed`: FlightRecorder::doneUntimed) or failed
 // here; a failure writes the dump (HOCCL_TRACE_DUMP).
+// The whole of a call counts as in flight on its communicators (one count per op), its failure's recording
+// included: hocclCommAbort (another thread) waits for the count to fall to 0 before it frees a communicator, and the
+// executor's own count ends when the run throws, before the recording below reads the communicator's recorder.
+class OpsInFlight {
+ public:
+  OpsInFlight(const Op* ops, size_t n) : ops_(ops), n_(n) {
+    for (size_t i = 0; i < n_; ++i) ++ops_[i].comm->inFlight;
+  }
+  ~OpsInFlight() {
+    for (size_t i = 0; i < n_; ++i) --ops_[i].comm->inFlight;
+  }
+  OpsInFlight(const OpsInFlight&) = delete;
+  OpsInFlight& operator=(const OpsInFlight&) = delete;
+
+ private:
+  const Op* ops_;
+  size_t n_;
+};
+
 template <class F>
 void recordingFailures(const Op* ops, size_t n, F&& f, bool endUntimed = false) {
+  const OpsInFlight inFlight(ops, n);
   auto finish = [&](TraceState state) {
     for (size_t i = 0; i < n; ++i) ops[i].comm->recorder().update(ops[i].traceId, state);
   };
