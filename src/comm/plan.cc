@@ -235,8 +235,7 @@ Resolved resolve(const Op& op) {
 }
 
 void runShortcut(const Op& op, const Resolved& r) {
-  Communicator& comm = *op.comm;
-  InFlightGuard inFlight(comm);
+  Communicator& comm = *op.comm;  // counted in flight by the caller (recordingFailures, comm/group.cc)
   Backoff backoff(comm.waitPolicy());
   r.decision->choice.shortcut->run(r.call, backoff);
 }

@@ -21,7 +21,8 @@ struct Resolved {
 /// Resolves a validated collective op on its communicator: the one decision of what runs it.
 Resolved resolve(const Op& op);
 
-/// Runs a shortcut op to completion on this thread with the waiting policy of base/wait.h.
+/// Runs a shortcut op to completion on this thread with the waiting policy of base/wait.h. The caller counts the op
+/// in flight (Communicator::inFlight) for hocclCommAbort from another thread.
 void runShortcut(const Op& op, const Resolved& r);
 
 /// Tasks for ops (all of one communicator or several, in call order): per communicator, its point-to-point ops
