@@ -256,16 +256,28 @@ Choice decide(const transport::CollCall& call, const sched::CollArgs& args, cons
   return best;
 }
 
+namespace {
+
+// The best schedule for args among the algorithms that implement it, `except` left out (its chunk chosen unless
+// HOCCL_CHUNK_SIZE forces it); nullopt when none is left. For the online choice's variants.
+std::optional<Choice> bestSchedule(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
+                                   const topo::LinkModel& model, const Algorithm* except = nullptr) {
+  static const bool chooseChunk = !params::CHUNK_SIZE.isSet();
+  auto candidates = algo::candidates(args, topo);
+  candidates.erase(std::remove(candidates.begin(), candidates.end(), except), candidates.end());
+  if (candidates.empty()) return std::nullopt;
+  return tune(args, topo, elemSize, candidates, &model, chooseChunk);
+}
+
+}  // namespace
+
 std::optional<Choice> runnerUp(const transport::CollCall& call, const sched::CollArgs& args, const topo::Topology& topo,
                                size_t elemSize, const std::vector<std::unique_ptr<transport::Shortcut>>& shortcuts,
                                const topo::LinkModel& model, const Choice& chosen) {
   if (!params::ALGO.get().empty()) return std::nullopt;  // forced: nothing to try
   if (chosen.shortcut) {
     if (!chosen.shortcut->worthTryingOnline(call)) return std::nullopt;
-    static const bool chooseChunk = !params::CHUNK_SIZE.isSet();
-    const auto candidates = algo::candidates(args, topo);
-    if (candidates.empty()) return std::nullopt;
-    return tune(args, topo, elemSize, candidates, &model, chooseChunk);
+    return bestSchedule(args, topo, elemSize, model);
   }
   std::optional<Choice> best;
   for (const auto& s : shortcuts) {
@@ -279,11 +291,7 @@ std::optional<Choice> runnerUp(const transport::CollCall& call, const sched::Col
 std::optional<Choice> otherSchedule(const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
                                     const topo::LinkModel& model, const Choice& schedule) {
   if (!params::ALGO.get().empty() || !schedule.algorithm) return std::nullopt;
-  static const bool chooseChunk = !params::CHUNK_SIZE.isSet();
-  auto candidates = algo::candidates(args, topo);
-  candidates.erase(std::remove(candidates.begin(), candidates.end(), schedule.algorithm), candidates.end());
-  if (candidates.empty()) return std::nullopt;
-  return tune(args, topo, elemSize, candidates, &model, chooseChunk);
+  return bestSchedule(args, topo, elemSize, model, schedule.algorithm);
 }
 
 }  // namespace hoccl::algo

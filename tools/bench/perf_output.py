@@ -1,5 +1,5 @@
-"""Reading the perf tools' output (nccl-tests style rows) and naming sizes, for the benchmark scripts beside this
-file."""
+"""Reading the perf tools' output (nccl-tests style rows), and naming and reading sizes, for the benchmark scripts
+beside this file."""
 
 
 def rows(output, in_place=False):
@@ -26,3 +26,10 @@ def human(size):
         if size >= div:
             return f"{size / div:g} {unit}"
     return f"{size} B"
+
+
+def parse_size(text):
+    """A size as the scripts take it ("256K", "1M", "2G", "64KB" or plain bytes) in bytes."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper().rstrip("B")
+    return int(float(text[:-1]) * units[text[-1]]) if text and text[-1] in units else int(text)
