@@ -75,7 +75,8 @@ struct LinkModel {
   /// the rank's cache share with room for three more of its size (the source, the slot it passes, the receiver's
   /// destination, the next piece): its bytes count 1 / cacheGain (streamedBytes). 1.5: between the 1.3 and 1.7
   /// that the ring against HO-Ring at cache-sized chunks fit on 2 and 4 ranks (16 MiB all-reduce, docs/model.md,
-  /// "The cache term"); not calibrated.
+  /// "The cache term"). `hoccl-model calibrate` fits it on one host (the ring against HO-Ring at the chunk the term
+  /// favours, an all-reduce over twice the LLC) and writes it with the cache sizes; HOCCL_TUNE_PROBE does not.
   double cacheGain = 1.5;
   /// Cores the ranks of one host can run on (the union of their affinity masks; the communicator fills it in,
   /// the same on every rank). 0: unknown, a core per rank. With more ranks on a host than cores, what a rank's

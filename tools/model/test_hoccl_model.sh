@@ -75,6 +75,23 @@ if [ -x "$RUN" ]; then
   grep -q "intra-host: rank 0 <-> rank 1" "$TMP/cal.out" || fail "calibrate: $(cat "$TMP/cal.out")"
   grep -q "intra-host: steps of 2 flows of 8 B at once: .* us per step" "$TMP/cal.out" ||
     fail "calibrate: no per-step fit: $(cat "$TMP/cal.out")"
+  # The cache gain (one host, where hwloc gives cache sizes): fitted so that the predicted HO-Ring / ring ratio is
+  # the measured one, or clamped to [1, 3] where no gain in that range matches.
+  if grep -q "cache: all-reduce" "$TMP/cal.out"; then
+    python3 - "$TMP/cal.out" <<'PY' || fail "calibrate: cache gain: $(grep "cache:" "$TMP/cal.out")"
+import re, sys
+line = [l for l in open(sys.argv[1]) if "cache: all-reduce" in l][0]
+measured, gain, predicted = (float(x) for x in re.search(
+    r"ratio ([0-9.]+)\): gain ([0-9.]+), predicted ratio ([0-9.]+)", line).groups())
+assert 1 <= gain <= 3, line
+if 1 < gain < 3:
+    assert abs(predicted - measured) < 1e-3 * measured, line
+elif gain == 1:
+    assert measured >= predicted - 1e-9, line
+else:
+    assert measured <= predicted + 1e-9, line
+PY
+  fi
   python3 - "$TMP/cal.json" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
@@ -94,6 +111,11 @@ assert 0 < j["shm"]["handoff_us"] < 1e6, j
 assert "shm small 8 B all-reduce" in j["source"], j
 assert j["shm"]["copy_GBps"] >= 0 and j["shm"]["reduce_GBps"] >= 0, j
 assert j["cores_per_host"] >= 1, j
+# The cache term's sizes and gain go into the file together (hwloc's sizes; none where it found no caches).
+c = j["cache"]
+assert 1 <= c["gain"] <= 3, j
+if c["l2_bytes"] > 0:
+    assert c["llc_bytes"] > 0 and "cache:" in j["source"], j
 PY
   "$TOOL" predict --shape 1x1x2 --sizes 1M --model "$TMP/cal.json" >/dev/null
   "$RUN" -n 2 --timeout 60 --env HOCCL_ALGO=ring -- "$TOOL" validate --sizes 64K:256K --model "$TMP/cal.json" \
