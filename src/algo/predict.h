@@ -35,4 +35,20 @@ int maxRanksPerHost(const topo::Topology& topo);
 topo::Prediction predict(const Algorithm& alg, const sched::CollArgs& args, const topo::Topology& topo, size_t elemSize,
                          const topo::LinkModel& model);
 
+/// One schedule against another, as `hoccl-model calibrate` times them: `a` at `aArgs` (sending cache-sized data it
+/// wrote the step before: HO-Ring at a small chunk) and `b` at `bArgs` (the ring), on topo.
+struct CachePair {
+  const Algorithm* a;      ///< the schedule the cache term favours
+  sched::CollArgs aArgs;   ///< its arguments (with its chunk)
+  const Algorithm* b;      ///< the schedule it is measured against
+  sched::CollArgs bArgs;   ///< its arguments
+};
+
+/// The cache gain (LinkModel::cacheGain) in [lo, hi] at which predict() gives time(a) / time(b) = measuredRatio,
+/// everything else of `model` kept: bisection, since the predicted ratio falls as the gain grows (a's fresh bytes get
+/// cheaper, b's do not, or less); lo when measuredRatio is at or above the prediction at lo (a gains nothing beyond
+/// the model without the term), hi when it is at or below the prediction at hi.
+double fitCacheGain(double measuredRatio, const CachePair& pair, const topo::Topology& topo, size_t elemSize,
+                    const topo::LinkModel& model, double lo = 1.0, double hi = 3.0);
+
 }  // namespace hoccl::algo

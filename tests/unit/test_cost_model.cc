@@ -237,6 +237,38 @@ TEST_CASE("the cache term moves a large one-host all-reduce to HO-Ring in cache-
   CHECK(withCache.seconds == Approx(without.seconds));
 }
 
+TEST_CASE("the cache gain is fitted back from a ratio predicted with it, and clamped outside its range",
+          "[cost][cache][calibrate]") {
+  // What hoccl-model calibrate does with its measurement: HO-Ring at 256 KiB chunks against the ring, 16 MiB on 2
+  // ranks with this machine's caches (the case above), and 8 MiB on 4 ranks on 2 cores (crowded: half the L2 each).
+  for (int ranks : {2, 4}) {
+    const topo::Topology t = topo::fromShape(1, 1, ranks);
+    topo::LinkModel m;
+    m.cores = 2;
+    m.cacheBytes = 1 << 20;
+    m.llcBytes = 32 << 20;
+    sched::CollArgs ring{Coll::AllReduce, 0, ranks, (32u << 20) / 4 / static_cast<size_t>(ranks), 0, 0};
+    sched::CollArgs ho = ring;
+    ho.chunkCount = (256u << 10) / 4;
+    const algo::CachePair pair{&algo::byName("ho_ring"), ho, &algo::byName("ring"), ring};
+    auto ratioAt = [&](double gain) {
+      topo::LinkModel g = m;
+      g.cacheGain = gain;
+      return algo::predict(*pair.a, ho, t, 4, g).seconds / algo::predict(*pair.b, ring, t, 4, g).seconds;
+    };
+    CAPTURE(ranks);
+    // The term applies here (else nothing could be fitted): the ratio falls as the gain grows.
+    REQUIRE(ratioAt(2.0) < ratioAt(1.0) * 0.99);
+    for (double gain : {1.1, 1.5, 1.8, 2.6}) {
+      CAPTURE(gain);
+      CHECK(algo::fitCacheGain(ratioAt(gain), pair, t, 4, m) == Approx(gain).epsilon(1e-6));
+    }
+    CHECK(algo::fitCacheGain(ratioAt(1.0) * 1.2, pair, t, 4, m) == 1.0);  // slower than even no gain predicts
+    CHECK(algo::fitCacheGain(ratioAt(3.0) * 0.8, pair, t, 4, m) == 3.0);  // faster than the largest gain predicts
+    CHECK(algo::fitCacheGain(ratioAt(1.3), pair, t, 4, m, 1.5, 2.5) == 1.5);  // another range's ends
+  }
+}
+
 TEST_CASE("the tuner chooses the chunk by prediction unless it is given", "[cost][tuner]") {
   algo::Algorithm ho{"ho_ring", [](Coll) { return true; }, algo::hoRingApplicable, algo::hoRingSchedule};
   const topo::Topology t = topo::fromShape(2, 2, 2);

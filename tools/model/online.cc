@@ -212,14 +212,14 @@ double spineBurst(Job& job, const std::vector<std::pair<int, int>>& pairs, int n
   return bursts[1] < 0.05 * perUplink ? 0 : bursts[1];
 }
 
-// The cache gain (LinkModel::cacheGain), fitted to what it decides: on one host, the all-reduce of a message
-// whose buffers take twice the LLC (the ranks' inputs and outputs: llc / ranks floats' bytes each), by the ring (its
+// The cache gain (LinkModel::cacheGain), fitted to what it decides: on one host, the all-reduce of llc / ranks
+// bytes (every rank's input and output together take twice the LLC, so the term is on), by the ring (its
 // steps of message / ranks bytes stream from memory) and by HO-Ring at the chunk the cache term favours (the one
 // predicted fastest with a gain of 2: its pieces arrive and are sent on from the L2). Both run as schedules through
 // the executor, in turn, 7 times each; the slowest rank's time, medians. The gain is the one whose predicted
-// HO-Ring / ring ratio (the model measured so far, with its cache sizes) equals the measured ratio: bisection on
-// [1, 3]; 1 when HO-Ring is no faster than the model predicts without the term, 3 when it is faster than even that
-// predicts. It is an effective number: what makes cache-sized pieces faster (the L2, and on a crowded host the
+// HO-Ring / ring ratio (the model measured so far, with its cache sizes) equals the measured ratio
+// (algo::fitCacheGain: bisection on [1, 3]); 1 when HO-Ring is no faster than the model predicts without the term,
+// 3 when it is faster than even that predicts. It is an effective number: what makes cache-sized pieces faster (the L2, and on a crowded host the
 // shorter steps that ranks sharing a core interleave) is one factor in the model. A first version timed a series of
 // fresh pieces against cold ones directly: 1.15-1.67 on 2 ranks, 1.00-1.19 on 4 ranks on 2 cores, where HO-Ring
 // at 256 KiB chunks ran the 16 MiB all-reduce 1.5x faster than the ring (docs/model.md, "The cache term").
@@ -275,7 +275,7 @@ std::vector<double> allReduceTimes(Job& job, const std::vector<sched::CollArgs>&
   return medians;
 }
 
-CacheFit fitCacheGain(Job& job, const topo::LinkModel& m) {
+CacheFit measureCacheGain(Job& job, const topo::LinkModel& m) {
   const topo::Topology& t = job.topology();
   const algo::Algorithm &ring = algo::byName("ring"), &hoRing = algo::byName("ho_ring");
   sched::CollArgs args{sched::Coll::AllReduce, job.rank, t.nranks,
@@ -292,37 +292,28 @@ CacheFit fitCacheGain(Job& job, const topo::LinkModel& m) {
     sched::CollArgs at = args;
     at.chunkCount = bytes / sizeof(float);
     const double s = predicted(hoRing, at, 2.0);
-    if (best == 0 || s < best) best = s, chunked = at, f.chunkBytes = bytes;
+    if (best == 0 || s < best) {
+      best = s;
+      chunked = at;
+      f.chunkBytes = bytes;
+    }
   }
   const std::vector<double> times = allReduceTimes(job, {args, chunked}, {&ring, &hoRing}, 7);
   f.ring = times[0];
   f.hoRing = times[1];
-  const double measured = f.hoRing / f.ring;
-  auto ratio = [&](double gain) { return predicted(hoRing, chunked, gain) / predicted(ring, args, gain); };
-  double lo = 1, hi = 3;
-  if (measured >= ratio(lo)) {
-    f.gain = lo;
-  } else if (measured <= ratio(hi)) {
-    f.gain = hi;
-  } else {
-    for (int i = 0; i < 30; ++i) {
-      const double mid = (lo + hi) / 2;
-      (ratio(mid) > measured ? lo : hi) = mid;
-    }
-    f.gain = (lo + hi) / 2;
-  }
-  f.predictedRatio = ratio(f.gain);
+  f.gain = algo::fitCacheGain(f.hoRing / f.ring, {&hoRing, chunked, &ring, args}, t, sizeof(float), m);
+  f.predictedRatio = predicted(hoRing, chunked, f.gain) / predicted(ring, args, f.gain);
   return f;
 }
 
 // The cache term on a one-host job: the sizes from hwloc (as the communicator takes them) and the gain fitted by
-// fitCacheGain. Without cache sizes (hwloc found none) or with one rank the model is left as it is.
+// measureCacheGain. Without cache sizes (hwloc found none) or with one rank the model is left as it is.
 std::string probeCacheGain(Job& job, topo::LinkModel& m) {
   const topo::LinkModel hw = job.comm->impl->tuningModel();
   if (job.nranks < 2 || hw.cacheBytes <= 0 || hw.llcBytes <= 0) return "";
   m.cacheBytes = hw.cacheBytes;
   m.llcBytes = hw.llcBytes;
-  const CacheFit f = fitCacheGain(job, m);
+  const CacheFit f = measureCacheGain(job, m);
   m.cacheGain = f.gain;
   const size_t messageBytes = static_cast<size_t>(m.llcBytes) / job.nranks;
   if (job.rank == 0)

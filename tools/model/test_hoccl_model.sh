@@ -83,13 +83,15 @@ import re, sys
 line = [l for l in open(sys.argv[1]) if "cache: all-reduce" in l][0]
 measured, gain, predicted = (float(x) for x in re.search(
     r"ratio ([0-9.]+)\): gain ([0-9.]+), predicted ratio ([0-9.]+)", line).groups())
+# Printed to 2 and 4 decimals: a gain just above 1 reads 1.00 with the two ratios equal to the printed digits.
+tolerance = 2e-4 + 1e-3 * measured
 assert 1 <= gain <= 3, line
 if 1 < gain < 3:
-    assert abs(predicted - measured) < 1e-3 * measured, line
+    assert abs(predicted - measured) < tolerance, line
 elif gain == 1:
-    assert measured >= predicted - 1e-9, line
+    assert measured >= predicted - tolerance, line
 else:
-    assert measured <= predicted + 1e-9, line
+    assert measured <= predicted + tolerance, line
 PY
   fi
   python3 - "$TMP/cal.json" <<'PY'
