@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -259,12 +260,25 @@ void Supervisor::terminateAll(int sig, const char* why) {
   }
 }
 
+// What became of a crashed rank's core: " (core dumped)", or where a crashing signal left none because the core size
+// limit is 0, how to keep one next time; "" for other endings.
+std::string coreNote(int status) {
+  if (!WIFSIGNALED(status)) return "";
+  if (WCOREDUMP(status)) return " (core dumped)";
+  const int sig = WTERMSIG(status);
+  if (sig != SIGSEGV && sig != SIGBUS && sig != SIGABRT && sig != SIGILL && sig != SIGFPE) return "";
+  rlimit core{};
+  if (getrlimit(RLIMIT_CORE, &core) != 0 || core.rlim_cur != 0) return "";
+  return " (no core was written: the core size limit is 0; run `ulimit -c unlimited` before hoccl-run to keep one "
+         "for gdb)";
+}
+
 void Supervisor::onRankEnded(int r) {
   Rank& k = ranks_[r];
   k.alive = false;
   bool failed = WIFSIGNALED(k.status) || (WIFEXITED(k.status) && WEXITSTATUS(k.status) != 0);
   if (!failed || k.killedByUs || terminating_) return;
-  std::string how = WIFSIGNALED(k.status) ? "was killed by signal " + signalName(WTERMSIG(k.status))
+  std::string how = WIFSIGNALED(k.status) ? "was killed by signal " + signalName(WTERMSIG(k.status)) + coreNote(k.status)
                                           : fmt::format("exited with code {}", WEXITSTATUS(k.status));
   std::string msg = fmt::format("rank {} (pid {}) {}; stopping the other ranks (SIGTERM, SIGKILL after {} s)", r, k.pid,
                                 how, o_.graceSec);

@@ -53,6 +53,13 @@ fi
 # 5. a rank killed by a signal -> 128+signal, named
 "$RUN" -n 2 -- sh -c 'if [ "$HOCCL_RANK" = 0 ]; then kill -SEGV $$; fi; sleep 30' 2> "$TMP/err5"; rc=$?
 [ $rc = 139 ] && grep -q 'rank 0 .*SIGSEGV' "$TMP/err5" && ok "signal death -> 139" || bad "signal death" "rc=$rc $(cat "$TMP/err5")"
+# ... and with the core size limit at 0 it says that no core was kept and how to keep one; with a limit, it does not.
+(ulimit -c 0; "$RUN" -n 1 -- sh -c 'kill -SEGV $$') 2> "$TMP/err5b"
+grep -q 'rank 0 .*SIGSEGV.* (no core was written: the core size limit is 0; run `ulimit -c unlimited`' "$TMP/err5b" &&
+  ok "signal death: no core, how to keep one" || bad "signal death, no core" "$(cat "$TMP/err5b")"
+"$RUN" -n 2 -- sh -c 'if [ "$HOCCL_RANK" = 0 ]; then kill -TERM $$; fi; sleep 30' 2> "$TMP/err5c"
+grep 'rank 0 .*SIGTERM' "$TMP/err5c" | grep -qv core && ok "signal death by SIGTERM: no core note" ||
+  bad "signal death by SIGTERM" "$(cat "$TMP/err5c")"
 
 # 6. ranks that ignore SIGTERM get SIGKILL after the grace period
 start=$(date +%s)
