@@ -278,8 +278,9 @@ void Supervisor::onRankEnded(int r) {
   k.alive = false;
   bool failed = WIFSIGNALED(k.status) || (WIFEXITED(k.status) && WEXITSTATUS(k.status) != 0);
   if (!failed || k.killedByUs || terminating_) return;
-  std::string how = WIFSIGNALED(k.status) ? "was killed by signal " + signalName(WTERMSIG(k.status)) + coreNote(k.status)
-                                          : fmt::format("exited with code {}", WEXITSTATUS(k.status));
+  std::string how = WIFSIGNALED(k.status)
+                        ? "was killed by signal " + signalName(WTERMSIG(k.status)) + coreNote(k.status)
+                        : fmt::format("exited with code {}", WEXITSTATUS(k.status));
   std::string msg = fmt::format("rank {} (pid {}) {}; stopping the other ranks (SIGTERM, SIGKILL after {} s)", r, k.pid,
                                 how, o_.graceSec);
   terminateAll(SIGTERM, msg.c_str());

@@ -219,8 +219,8 @@ double spineBurst(Job& job, const std::vector<std::pair<int, int>>& pairs, int n
 // the executor, in turn, 7 times each; the slowest rank's time, medians. The gain is the one whose predicted
 // HO-Ring / ring ratio (the model measured so far, with its cache sizes) equals the measured ratio
 // (algo::fitCacheGain: bisection on [1, 3]); 1 when HO-Ring is no faster than the model predicts without the term,
-// 3 when it is faster than even that predicts. It is an effective number: what makes cache-sized pieces faster (the L2, and on a crowded host the
-// shorter steps that ranks sharing a core interleave) is one factor in the model. A first version timed a series of
+// 3 when it is faster than even that predicts. It is an effective number: what makes cache-sized pieces faster
+// (the L2, and on a crowded host the shorter steps that ranks sharing a core interleave) is one factor in the model. A first version timed a series of
 // fresh pieces against cold ones directly: 1.15-1.67 on 2 ranks, 1.00-1.19 on 4 ranks on 2 cores, where HO-Ring
 // at 256 KiB chunks ran the 16 MiB all-reduce 1.5x faster than the ring (docs/model.md, "The cache term").
 struct CacheFit {
