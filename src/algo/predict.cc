@@ -69,14 +69,17 @@ topo::Prediction predict(const Algorithm& alg, const sched::CollArgs& args, cons
   return predictFast(alg, args, topo, elemSize, model);
 }
 
+double cacheRatio(const CachePair& pair, const topo::Topology& topo, size_t elemSize, const topo::LinkModel& model,
+                  double gain) {
+  topo::LinkModel m = model;
+  m.cacheGain = gain;
+  return predict(*pair.a, pair.aArgs, topo, elemSize, m).seconds /
+         predict(*pair.b, pair.bArgs, topo, elemSize, m).seconds;
+}
+
 double fitCacheGain(double measuredRatio, const CachePair& pair, const topo::Topology& topo, size_t elemSize,
                     const topo::LinkModel& model, double lo, double hi) {
-  auto ratio = [&](double gain) {
-    topo::LinkModel m = model;
-    m.cacheGain = gain;
-    return predict(*pair.a, pair.aArgs, topo, elemSize, m).seconds /
-           predict(*pair.b, pair.bArgs, topo, elemSize, m).seconds;
-  };
+  auto ratio = [&](double gain) { return cacheRatio(pair, topo, elemSize, model, gain); };
   if (measuredRatio >= ratio(lo)) return lo;
   if (measuredRatio <= ratio(hi)) return hi;
   for (int i = 0; i < 40; ++i) {  // (hi - lo) / 2^40: far below what a timing resolves

@@ -44,7 +44,11 @@ struct CachePair {
   sched::CollArgs bArgs;   ///< its arguments
 };
 
-/// The cache gain (LinkModel::cacheGain) in [lo, hi] at which predict() gives time(a) / time(b) = measuredRatio,
+/// time(a) / time(b) as predict() gives them with `gain` as the cache gain, everything else of `model` kept.
+double cacheRatio(const CachePair& pair, const topo::Topology& topo, size_t elemSize, const topo::LinkModel& model,
+                  double gain);
+
+/// The cache gain (LinkModel::cacheGain) in [lo, hi] at which cacheRatio() = measuredRatio,
 /// everything else of `model` kept: bisection, since the predicted ratio falls as the gain grows (a's fresh bytes get
 /// cheaper, b's do not, or less); lo when measuredRatio is at or above the prediction at lo (a gains nothing beyond
 /// the model without the term), hi when it is at or below the prediction at hi.

@@ -261,6 +261,7 @@ TEST_CASE("the cache gain is fitted back from a ratio predicted with it, and cla
     REQUIRE(ratioAt(2.0) < ratioAt(1.0) * 0.99);
     for (double gain : {1.1, 1.5, 1.8, 2.6}) {
       CAPTURE(gain);
+      CHECK(algo::cacheRatio(pair, t, 4, m, gain) == Approx(ratioAt(gain)));
       CHECK(algo::fitCacheGain(ratioAt(gain), pair, t, 4, m) == Approx(gain).epsilon(1e-6));
     }
     CHECK(algo::fitCacheGain(ratioAt(1.0) * 1.2, pair, t, 4, m) == 1.0);  // slower than even no gain predicts

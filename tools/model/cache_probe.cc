@@ -26,9 +26,10 @@ namespace {
 // HO-Ring / ring ratio (the model measured so far, with its cache sizes) equals the measured ratio
 // (algo::fitCacheGain: bisection on [1, 3]); 1 when HO-Ring is no faster than the model predicts without the term,
 // 3 when it is faster than even that predicts. It is an effective number: what makes cache-sized pieces faster
-// (the L2, and on a crowded host the shorter steps that ranks sharing a core interleave) is one factor in the model. A first version timed a series of
-// fresh pieces against cold ones directly: 1.15-1.67 on 2 ranks, 1.00-1.19 on 4 ranks on 2 cores, where HO-Ring
-// at 256 KiB chunks ran the 16 MiB all-reduce 1.5x faster than the ring (docs/model.md, "The cache term").
+// (the L2, and on a crowded host the shorter steps that ranks sharing a core interleave) is one factor in the model.
+// A first version timed a series of fresh pieces against cold ones directly: 1.15-1.67 on 2 ranks, 1.00-1.19 on 4
+// ranks on 2 cores, where HO-Ring at 256 KiB chunks ran the 16 MiB all-reduce 1.5x faster than the ring
+// (docs/model.md, "The cache term").
 struct CacheFit {
   double ring = 0, hoRing = 0;  // seconds, medians
   size_t chunkBytes = 0;        // HO-Ring's chunk
@@ -86,18 +87,15 @@ CacheFit measureCacheGain(Job& job, const topo::LinkModel& m) {
   const algo::Algorithm &ring = algo::byName("ring"), &hoRing = algo::byName("ho_ring");
   sched::CollArgs args{sched::Coll::AllReduce, job.rank, t.nranks,
                        std::max<size_t>(static_cast<size_t>(m.llcBytes) / sizeof(float) / t.nranks, 1024)};
-  auto predicted = [&](const algo::Algorithm& a, const sched::CollArgs& at, double gain) {
-    topo::LinkModel g = m;
-    g.cacheGain = gain;
-    return algo::predict(a, at, t, sizeof(float), g).seconds;
-  };
+  topo::LinkModel strong = m;  // a gain of 2 picks the chunk the term favours
+  strong.cacheGain = 2.0;
   CacheFit f;
   sched::CollArgs chunked = args;
   double best = 0;
   for (size_t bytes : algo::kChunkChoicesBytes) {
     sched::CollArgs at = args;
     at.chunkCount = bytes / sizeof(float);
-    const double s = predicted(hoRing, at, 2.0);
+    const double s = algo::predict(hoRing, at, t, sizeof(float), strong).seconds;
     if (best == 0 || s < best) {
       best = s;
       chunked = at;
@@ -107,8 +105,9 @@ CacheFit measureCacheGain(Job& job, const topo::LinkModel& m) {
   const std::vector<double> times = allReduceTimes(job, {args, chunked}, {&ring, &hoRing}, 7);
   f.ring = times[0];
   f.hoRing = times[1];
-  f.gain = algo::fitCacheGain(f.hoRing / f.ring, {&hoRing, chunked, &ring, args}, t, sizeof(float), m);
-  f.predictedRatio = predicted(hoRing, chunked, f.gain) / predicted(ring, args, f.gain);
+  const algo::CachePair pair{&hoRing, chunked, &ring, args};
+  f.gain = algo::fitCacheGain(f.hoRing / f.ring, pair, t, sizeof(float), m);
+  f.predictedRatio = algo::cacheRatio(pair, t, sizeof(float), m, f.gain);
   return f;
 }
 
@@ -116,7 +115,6 @@ CacheFit measureCacheGain(Job& job, const topo::LinkModel& m) {
 
 // The cache term on a one-host job: the sizes from hwloc (as the communicator takes them) and the gain fitted by
 // measureCacheGain. Without cache sizes (hwloc found none) or with one rank the model is left as it is.
-
 std::string probeCacheGain(Job& job, topo::LinkModel& m) {
   const topo::LinkModel hw = job.comm->impl->tuningModel();
   if (job.nranks < 2 || hw.cacheBytes <= 0 || hw.llcBytes <= 0) return "";
