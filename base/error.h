@@ -20,6 +20,8 @@ class Error : public std::runtime_error {
       : std::runtime_error(message), code_(code), breaksCommunicator_(breaksCommunicator) {}
   /// The C result code.
   hocclResult_t code() const { return code_; }
+  /// True for a mismatch of calls between ranks (throwMismatch).
+  bool isMismatch() const { return breaksCommunicator_; }
   /// True when the communicator cannot be used after this error: a transport, system or internal failure, a timeout, or a
   /// mismatch of calls between ranks.
   bool breaksCommunicator() const {

@@ -46,6 +46,9 @@ struct CollCall {
   /// which every element must combine the ranks' inputs, over the elements of the input (a schedule's, so that the
   /// shortcut gives its bits). Null: the shortcut's own order.
   std::shared_ptr<const kernels::FoldOrder> fold;
+  /// The collective's number on its communicator (1, 2, ...: the same on every rank for the same call), set once the
+  /// call has started; 0 for a call the communicator makes for itself (the online choice's agreement).
+  uint64_t number = 0;
 };
 
 /// "AllReduce(count=1024, float, sum)" or "Broadcast(count=8, int32, root 0)": how messages name a call.
@@ -126,6 +129,12 @@ class Shortcut {
   /// memory the shortcut keeps mapped, so a dead peer's memory is not held alive until the communicator goes. Called
   /// on the thread that made the failed call, with no op of the shortcut running. Default: nothing to drop.
   virtual void releasePeerMemory() {}
+  /// This rank starts collective `call` (call.number set), by whatever path: this shortcut, another, or a schedule.
+  /// A shortcut whose waits can read a record of it from the peers (shm: the arena's call board) writes it there, so
+  /// that a peer waiting in the shortcut for a call this rank makes another way (device buffers here, host buffers
+  /// there) learns it and fails at once instead of waiting for HOCCL_TIMEOUT. Cheap: called for every collective.
+  /// Default: nothing.
+  virtual void noteCall(const CollCall& /*call*/) {}
 };
 
 /// One piece of a rank's host-level share: `len` elements at element offset `off` of the host ranks' buffers (the

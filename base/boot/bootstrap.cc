@@ -443,12 +443,12 @@ void Bootstrap::barrier() {
   allGather(dummy.data(), 1);
 }
 
-void Bootstrap::reportFailure(const std::string& message) {
+void Bootstrap::reportFailure(const std::string& message, bool mismatch) {
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     if (impl_->verdict || impl_->rootGone) return;
   }
-  impl_->sendQuietly(kRankReport, message.substr(0, kMaxReportBytes), "a failure report");
+  impl_->sendQuietly(mismatch ? kRankMismatch : kRankReport, message.substr(0, kMaxReportBytes), "a failure report");
 }
 
 void Bootstrap::reportAbort() {
@@ -459,8 +459,8 @@ void Bootstrap::reportAbort() {
   impl_->sendQuietly(kRankAbort, std::string(), "the abort notice");
 }
 
-std::string Bootstrap::shareFailure(const std::string& message, std::chrono::milliseconds wait) {
-  reportFailure(message);
+std::string Bootstrap::shareFailure(const std::string& message, std::chrono::milliseconds wait, bool mismatch) {
+  reportFailure(message, mismatch);
   std::optional<Verdict> v;
   {
     std::unique_lock<std::mutex> lock(impl_->mutex);

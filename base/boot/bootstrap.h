@@ -150,7 +150,9 @@ class Bootstrap {
   /// rank(s) as describeRank does. The root weighs all reports (and the connections it saw close) and sends one
   /// Verdict naming one culprit to every rank; on each rank the first verdict wins. Never throws; does nothing once a
   /// verdict is known or the root is gone.
-  void reportFailure(const std::string& message);
+  /// `mismatch`: this rank compared the calls and found them different (the verdict then says so instead of blaming
+  /// the rank it names for stalling).
+  void reportFailure(const std::string& message, bool mismatch = false);
   /// Tells every rank that this rank aborted the communicator (hocclCommAbort): the root's verdict names this rank
   /// and releases every other rank's waits. Never throws.
   void reportAbort();
@@ -159,7 +161,8 @@ class Bootstrap {
   /// `message` (the job's culprit and what happened to it, the same words on every rank); "" when `message` is the
   /// verdict already, when the root chose this rank's own report (its message is the first-hand account), or when
   /// no verdict came.
-  std::string shareFailure(const std::string& message, std::chrono::milliseconds wait = std::chrono::seconds(2));
+  std::string shareFailure(const std::string& message, std::chrono::milliseconds wait = std::chrono::seconds(2),
+                          bool mismatch = false);
   /// The verdict received from the root, or the loss of the root; nullopt while the communicator is healthy.
   std::optional<Verdict> verdict() const;
 

@@ -82,6 +82,7 @@ class RootServer {
     int reporter;
     std::string text;
     std::vector<int> suspects;
+    bool mismatch = false;  // kRankMismatch: the reporter found that the calls differ
   };
 
   // --- root_server.cc: the root of one id

@@ -11,7 +11,8 @@
  *   exchanges               none: all-gathers and barriers go over the gather tree between the ranks (gather_tree.cc);
  *                           the root only sends each rank its plan (a few hundred bytes), never the rank table
  *   failures  rank -> root  kRankReport: a failure this rank detected; the text names its suspects as
- *                           "rank N (host H, pid P)" (describeRank)
+ *                           "rank N (host H, pid P)" (describeRank); kRankMismatch: the same for calls it found
+ *                           to differ
  *             rank -> root  kRankAbort: this rank called hocclCommAbort
  *             root -> rank  kRootPing, answered by the rank's watcher thread with kRankPong: is it running?
  *             root -> rank  kRootVerdict: the culprit, once per communicator, to every connected rank
@@ -45,6 +46,8 @@
  *   1. an abort: the rank that aborted;
  *   2. a suspect whose connection closed without a goodbye: it died;
  *   3. a suspect that had said goodbye: it left while others still waited for it (mismatched calls);
+ *   3a. a report of a mismatch (kRankMismatch: the reporter compared the calls and found them different): its
+ *      reporter, saying the calls differ;
  *   4. a rank that does not answer a ping within kPingWait (the first report that settles nothing pings every
  *      rank): its process is not running (SIGSTOP, a debugger, frozen). This finds a stopped rank although its
  *      survivors time out in any order, each naming only the neighbour it waits for;
@@ -396,9 +399,10 @@ void RootServer::readFrom(int r) {
 
 void RootServer::handle(int r, uint32_t type, std::vector<char> payload) {
   switch (type) {
-    case kRankReport: {
+    case kRankReport:
+    case kRankMismatch: {
       if (verdictSent_) break;
-      Report rep{r, std::string(payload.begin(), payload.end()), {}};
+      Report rep{r, std::string(payload.begin(), payload.end()), {}, type == kRankMismatch};
       for (int s : namedRanks(rep.text))
         if (s >= 0 && s < nranks() && s != r) rep.suspects.push_back(s);
       HOCCL_INFO(kBootstrap, "bootstrap root: {} reports: {}", who(r), rep.text);
@@ -487,6 +491,16 @@ void RootServer::decide() {
       }
     }
   }
+  // A rank that found the calls differ: nobody stalled, the calls disagree (the rank it names is alive and busy with
+  // its own call, so rules 4 and 5 would blame it for stopping).
+  for (const Report& rep : reports_)
+    if (rep.mismatch) {
+      sendVerdict(Verdict::Kind::Reported, rep.reporter, rep.reporter,
+                  fmt::format("{} found that the ranks' calls do not match, so every rank of the communicator stops: "
+                              "{}",
+                              who(rep.reporter), rep.text));
+      return;
+    }
   std::vector<int> reporters;
   for (const Report& rep : reports_) reporters.push_back(rep.reporter);
   auto reported = [&](int r) { return std::find(reporters.begin(), reporters.end(), r) != reporters.end(); };

@@ -31,7 +31,7 @@ struct JoinMessage {
 
 /// Header of every message from a rank to the root after the join.
 struct RankHeader {
-  uint32_t type;      ///< kRankReport, kRankAbort, kRankGoodbye, kRankPong or kRankReady
+  uint32_t type;      ///< kRankReport, kRankAbort, kRankGoodbye, kRankPong, kRankReady or kRankMismatch
   uint32_t reserved;  ///< 0
   uint64_t bytes;     ///< payload bytes that follow
 };
@@ -47,6 +47,9 @@ constexpr uint32_t kRankPong = 5;
 /// This rank's init is complete (it linked the gather tree and holds the rank table): from now on its connection
 /// closing alone is no failure (a rank may exit once its part is done). Before it, a close fails the job; no payload.
 constexpr uint32_t kRankReady = 6;
+/// This rank found that the ranks' calls differ (it compared them: a mismatch, not a wait that ran out); the text
+/// follows as for kRankReport. The root's verdict says so instead of blaming a rank for stalling.
+constexpr uint32_t kRankMismatch = 7;
 
 /// Header of every message from the root to a rank.
 struct RootHeader {
@@ -177,8 +180,8 @@ inline Frame nextRankMessage(const char* data, size_t size) {
   std::memcpy(&h, data, sizeof(h));
   f.type = h.type;
   f.bytes = h.bytes;
-  const uint64_t limit = h.type == kRankReport ? kMaxReportBytes : 0;
-  if (h.type < kRankReport || h.type > kRankReady || h.bytes > limit) f.status = Frame::Malformed;
+  const uint64_t limit = h.type == kRankReport || h.type == kRankMismatch ? kMaxReportBytes : 0;
+  if (h.type < kRankReport || h.type > kRankMismatch || h.bytes > limit) f.status = Frame::Malformed;
   else if (size - sizeof(h) >= h.bytes) f.status = Frame::Whole;
   return f;
 }

@@ -91,7 +91,7 @@ void recordingFailures(const Op* ops, size_t n, F&& f, bool endUntimed = false) 
         bool seen = false;
         for (size_t j = 0; j < i; ++j) seen |= ops[j].comm == c;
         if (seen || c->health().aborted()) continue;  // an abort is announced by hocclCommAbort itself
-        std::string v = c->bootstrap().shareFailure(e.what());
+        std::string v = c->bootstrap().shareFailure(e.what(), std::chrono::seconds(2), e.isMismatch());
         if (verdict.empty() && !v.empty()) {
           verdict = v;
           blamed = c;
@@ -144,7 +144,11 @@ TraceEntry traceEntryOf(const Op& op, const char* algorithm) {
 void start(Op& op, const char* algorithm) {
   Communicator& comm = *op.comm;
   const bool coll = op.kind == Op::Kind::Collective;
-  if (coll) op.seq = comm.nextSeq();
+  if (coll) {
+    op.seq = comm.nextSeq();
+    const transport::CollCall call = collCallOf(op);  // on the call boards, for peers that wait in a shortcut
+    for (const auto& s : comm.shortcuts()) s->noteCall(call);
+  }
   FlightRecorder& rec = comm.recorder();
   if (op.recorded) {
     rec.update(op.traceId, TraceState::Running, algorithm, coll ? static_cast<int64_t>(op.seq) : -1);

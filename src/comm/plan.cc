@@ -110,7 +110,9 @@ Planned planShortcut(const Op& op, const Resolved& r) {
   // Started at the first poll, not now: arena sequence numbers are taken in execution order, as an ungrouped rank
   // takes them.
   auto running = std::make_shared<std::unique_ptr<transport::ShortcutOp>>();
-  p.task.poll = [running, shortcut = r.decision->choice.shortcut, call = r.call] {
+  transport::CollCall numbered = r.call;
+  numbered.number = op.seq + 1;  // started: planned after start (comm/group.cc)
+  p.task.poll = [running, shortcut = r.decision->choice.shortcut, call = std::move(numbered)] {
     if (!*running) *running = shortcut->start(call);
     return (*running)->poll();
   };
@@ -204,19 +206,27 @@ PlannedP2P planP2P(Communicator& comm, const std::vector<const Op*>& ops) {
 
 }  // namespace
 
+transport::CollCall collCallOf(const Op& op) {
+  transport::CollCall c;
+  c.coll = op.coll;
+  c.sendbuf = op.sendbuf;
+  c.recvbuf = op.recvbuf;
+  c.count = op.count;
+  c.dtype = op.dtype;
+  c.op = op.op;
+  c.root = op.root;
+  c.sendKind = op.sendKind;
+  c.recvKind = op.recvKind;
+  c.number = op.seq + 1;  // meaningful once started (comm/group.cc: start)
+  return c;
+}
+
 Resolved resolve(const Op& op) {
   Communicator& comm = *op.comm;
   Resolved r;
   r.elemSize = kernels::typeSize(op.dtype);
-  r.call.coll = op.coll;
-  r.call.sendbuf = op.sendbuf;
-  r.call.recvbuf = op.recvbuf;
-  r.call.count = op.count;
-  r.call.dtype = op.dtype;
-  r.call.op = op.op;
-  r.call.root = op.root;
-  r.call.sendKind = op.sendKind;
-  r.call.recvKind = op.recvKind;
+  r.call = collCallOf(op);
+  r.call.number = 0;  // resolved before the op starts (and cached decisions outlive it): runShortcut sets it
   r.args.coll = op.coll;
   r.args.rank = comm.rank();
   r.args.nranks = comm.nranks();
@@ -237,7 +247,9 @@ Resolved resolve(const Op& op) {
 void runShortcut(const Op& op, const Resolved& r) {
   Communicator& comm = *op.comm;  // counted in flight by the caller (recordingFailures, comm/group.cc)
   Backoff backoff(comm.waitPolicy());
-  r.decision->choice.shortcut->run(r.call, backoff);
+  transport::CollCall call = r.call;
+  call.number = op.seq + 1;  // started (comm/group.cc: runFastPath)
+  r.decision->choice.shortcut->run(call, backoff);
 }
 
 size_t largestBufferBytes(const Op& op) {

@@ -18,6 +18,8 @@ struct Resolved {
   const Communicator::Decision* decision = nullptr;  ///< the tuner's choice (Communicator::decide)
   OnlineChoice* online = nullptr;                    ///< the shape's online choice, if it has one
 };
+/// Collective op as the shortcuts see it (its number set once it has started); no fold.
+transport::CollCall collCallOf(const Op& op);
 /// Resolves a validated collective op on its communicator: the one decision of what runs it.
 Resolved resolve(const Op& op);
 

@@ -129,7 +129,7 @@ void linkStream(Input in) {
         const Frame g = nextRankMessage(body + at, f.bytes - at);
         if (g.status != Frame::Whole) break;
         if (sizeof(RankHeader) + g.bytes > f.bytes - at) std::abort();
-        if (g.type == kRankReport)
+        if (g.type == kRankReport || g.type == kRankMismatch)
           for (int r : namedRanks(std::string(body + at + sizeof(RankHeader), g.bytes)))
             if (r < 0) std::abort();
         at += sizeof(RankHeader) + g.bytes;

@@ -3,7 +3,7 @@
  *
  * The first input byte picks what the rest is:
  *   0  a stream from a rank to the root: split into messages with nextRankMessage exactly as the root's readFrom
- *      does; every failure report's text goes through namedRanks (how the root finds the suspects);
+ *      does; every failure or mismatch report's text goes through namedRanks (how the root finds the suspects);
  *   1  a stream from the root to a rank: split with nextRootMessage as the rank's watcher does; a verdict's
  *      payload is read as the watcher reads it;
  *   2  a hocclUniqueId (128 bytes, as a user or a launcher hands it over): boot::decode.
@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
   switch (bytes[0] % 3) {
     case 0:
       split<RankHeader>(data, n, nextRankMessage, [](uint32_t type, const char* body, size_t len) {
-        if (type != kRankReport) return;
+        if (type != kRankReport && type != kRankMismatch) return;
         for (int r : namedRanks(std::string(body, len)))
           if (r < 0) std::abort();  // namedRanks reads digits only
       });

@@ -131,7 +131,7 @@ const Case kCases[] = {
      true},
     // Known gap (issue 15): past the first 16 calls only the side whose call is 1 MiB or more runs the check; the
     // other (a small one-shot here) never answers it. Both must still fail (HOCCL_TIMEOUT, or the verdict) without
-    // success or a stray write (docs/reliability.md).
+    // success or a stray write (docs/reliability.md); over shm, at once, through the arena's call board.
     {"after 16 matching calls: all-reduce 1 Mi floats (checked) vs 1 Ki floats (not checked)",
      {Coll::AllReduce, 1 << 20},
      {Coll::AllReduce, 1 << 10},
@@ -333,6 +333,16 @@ int runCase(int rank, int n, const hocclUniqueId& id, const Case& cs) {
     // (The checking side's own timeout names HOCCL_CHECK_MISMATCH=2, but a rank may get the verdict's text first.)
     if (rc != hocclTimeout && rc != hocclRemoteError && rc != hocclInvalidUsage)
       problems += std::string("; unexpected result ") + hocclGetErrorString(rc);
+    // Over shm the unchecked side waits in the small one-shot's arena round and reads the checking side's call board
+    // (transports/shm/shm_session.h): it fails at once naming both calls, and the verdict gives every rank its text.
+    const char* noShm = std::getenv("HOCCL_SHM_DISABLE");
+    if (!(noShm && std::string(noShm) == "1")) {
+      const std::string a = transport::describeCall(tc), b = transport::describeCall(collCall(other));
+      if (seconds > 2.0) problems += fmt::format("; took {:.2f} s: the call board should catch it at once", seconds);
+      if (msg.find("the calls do not match") == std::string::npos || msg.find(a) == std::string::npos ||
+          msg.find(b) == std::string::npos)
+        problems += "; the call board's finding (both calls named) is not in its message";
+    }
   } else if (rc != hocclInvalidUsage) {
     problems += "; did not detect the mismatch itself (hocclInvalidUsage)";
   } else {  // the check left the channels in step: a matching call still works

@@ -88,6 +88,7 @@ sub = comm.split(0)
 e = expect_raises(hoccl.HocclError, lambda: sub.all_reduce(f32(4 + rank)), "counts that differ between ranks")
 if e is not None:
     expect(e.code == 5 and "count" in e.message, f"counts that differ between ranks: {e}")
+comm.barrier()  # both ranks are past the failed call: an abort while the other still checks would fail it instead
 sub.abort()
 
 # from_env() without a launcher's environment: HocclError from hocclCommInitFromEnv (in a child process).

@@ -249,6 +249,32 @@ TEST_CASE("a report naming nobody blames its reporter", "[bootstrap]") {
   CHECK(v->text.rfind(job.name(1) + " failed: mmap", 0) == 0);
 }
 
+TEST_CASE("a report of a mismatch says the calls differ; the rank it names is not blamed for stalling",
+          "[bootstrap]") {
+  Job job(3);
+  // Rank 1 compared its call with rank 0's and found them different; rank 0 runs on (it answers pings). As a plain
+  // report this names rank 0 as the suspect that stalled (rule 5); as a mismatch, rank 1's finding is the verdict.
+  const std::string finding = "the calls do not match at collective #4: this rank called AllReduce(count=3, float, "
+                              "sum) on host buffers, but " + job.name(0) + " called it on device buffers";
+  auto start = Clock::now();
+  CHECK(job.ranks[1]->shareFailure(finding, std::chrono::seconds(2), true) == "");  // its own account stands
+  CHECK(Clock::now() - start < std::chrono::milliseconds(400));  // decided at once: no ping, no settling
+  CHECK(job.awaitVerdicts({0, 1, 2}) < 1.5);
+  for (int r = 0; r < 3; ++r) {
+    auto v = job.ranks[r]->verdict();
+    REQUIRE(v);
+    CHECK(v->kind == Verdict::Kind::Reported);
+    CHECK(v->culprit == 1);
+    CHECK(v->reporter == 1);
+    CHECK(v->text == job.name(1) + " found that the ranks' calls do not match, so every rank of the communicator "
+                                   "stops: " + finding);
+  }
+  // Rank 0 only saw its own call stop: it is told of rank 1's finding.
+  auto v = job.ranks[0]->verdict();
+  REQUIRE(v);
+  CHECK(job.ranks[0]->shareFailure("tcp: rank 0 waited 3 s for " + job.name(1)) == v->text);
+}
+
 TEST_CASE("the loss of the root closes the bootstrap but fails no operation", "[bootstrap]") {
   // A fake root: accepts the one rank, answers the join, then closes (a root whose process died) or first says
   // kRootClosing (a normal exit).

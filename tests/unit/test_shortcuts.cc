@@ -9,6 +9,8 @@
 //  - single copy started for registered buffers only (the tuner's conditional choice) on ordinary buffers: every
 //    rank declines after the address round, no byte written;
 //  - a peer that never arrives (timeout naming it), a dead peer, an abort;
+//  - the call board: a peer that noted the same collective on device buffers (or with another count) and never
+//    publishes fails the wait at once naming both calls; the same call, or a note of another collective, does not;
 //  - mismatched calls (every waiting rank fails naming both calls, no byte written), and single copy's range check
 //    against a peer that publishes a short buffer (forged: impossible through the public path, see that test);
 //  - ncclGroupSimulateEnd's price (hoccl::groupSimulatedSeconds) equals the prediction of the shortcut that runs.
@@ -965,6 +967,67 @@ TEST_CASE("a peer process that dies is reported, naming it, before the timeout",
   });
   INFO(results[0]);
   CHECK(results[0].empty());
+}
+
+TEST_CASE("the call board: a peer that makes the call on device buffers (never in the arena) fails the wait at "
+          "once; the same call, or a note of another collective, does not",
+          "[shortcuts][board]") {
+  auto ranks = connectThreads(2);
+  float in[3] = {1, 2, 3}, out[3] = {0, 0, 0};
+  CollCall c = makeCall(Coll::AllReduce, 3, hocclFloat);
+  c.sendbuf = in;
+  c.recvbuf = out;
+  c.number = 7;
+  SECTION("device buffers on rank 1: rank 0's small all-reduce fails naming both calls and kinds") {
+    CollCall theirs = c;
+    theirs.sendKind = theirs.recvKind = kernels::MemoryKind::Device;
+    ranks[1]->small->noteCall(theirs);
+    auto op = ranks[0]->small->start(c);
+    auto [e, seconds] = pollUntilThrow(*op, 1, kTimeoutSeconds);
+    INFO(e.what());
+    CHECK(e.code() == hocclInvalidUsage);
+    CHECK(e.breaksCommunicator());  // a mismatch: the job's verdict releases rank 1
+    CHECK(seconds < 1.5);
+    for (const char* part : {"call #6", "AllReduce(count=3, float, sum) on host buffers",
+                             "rank 1 (host testhost", "AllReduce(count=3, float, sum) on device buffers",
+                             "must pass device buffers, or every rank host buffers"})
+      CHECK(std::string(e.what()).find(part) != std::string::npos);
+    CHECK(out[0] == 0);
+  }
+  SECTION("another count on rank 1, noted but not yet published: the same failure, naming the counts") {
+    CollCall theirs = c;
+    theirs.count = 4;
+    ranks[1]->small->noteCall(theirs);
+    auto op = ranks[0]->small->start(c);
+    auto [e, seconds] = pollUntilThrow(*op, 1, kTimeoutSeconds);
+    INFO(e.what());
+    CHECK(e.code() == hocclInvalidUsage);
+    CHECK(std::string(e.what()).find("AllReduce(count=4, float, sum) on host buffers") != std::string::npos);
+    CHECK(std::string(e.what()).find("same count, type, op and root") != std::string::npos);
+  }
+  SECTION("rank 1 noted the same call, or a differing one under another number: rank 0 waits, then both finish") {
+    const bool same = GENERATE(true, false);
+    CollCall noted = c;
+    if (!same) {
+      noted.number = 7 + shm::kArenaNotes;  // the same board line, a later collective: not this one
+      noted.sendKind = noted.recvKind = kernels::MemoryKind::Device;
+    }
+    ranks[1]->small->noteCall(noted);
+    auto op0 = ranks[0]->small->start(c);
+    for (int i = 0; i < 20000; ++i) REQUIRE_FALSE(op0->poll());  // past the board check (every 1024 polls)
+    float in1[3] = {10, 20, 30}, out1[3] = {0, 0, 0};
+    CollCall c1 = c;
+    c1.sendbuf = in1;
+    c1.recvbuf = out1;
+    auto op1 = ranks[1]->small->start(c1);
+    auto out2 = driveAll({op0.get(), op1.get()});
+    CHECK_FALSE(out2[0].threw);
+    CHECK_FALSE(out2[1].threw);
+    for (int i = 0; i < 3; ++i) {
+      CHECK(out[i] == in[i] + in1[i]);
+      CHECK(out1[i] == in[i] + in1[i]);
+    }
+  }
 }
 
 TEST_CASE("Health::abort() makes a waiting poll throw hocclInvalidUsage", "[shortcuts][abort]") {

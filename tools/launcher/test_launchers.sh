@@ -32,7 +32,7 @@ check_one_job() {
     ok "$name: one job of $n ranks, results OK"
   else
     bad "$name" "rc=$rc, $tables table(s), $ranks rank line(s) (want 1 and $n); hoccl's errors and the output's end:
-$(grep -E 'hoccl (WARN|ERROR)|FAIL|[Ee]rror:' "$out" | grep -v Traceback | head -12)
+$(grep -iE 'hoccl|FAIL|error' "$out" | grep -vE 'Traceback|torch/distributed' | head -12)
 ...
 $(tail -40 "$out")"
   fi

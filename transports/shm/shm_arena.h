@@ -10,6 +10,9 @@
 ///                      they agree on the call before using the payload), then up to kArenaInlineBytes of payload
 ///   claim              one cache line: the counter of the rank's block of the registered all-reduce's pieces
 ///                      (shm_zero_copy.h: PieceClaims), the one word of a region that other ranks write too
+///   notes[0..15]       the call board: one cache line per collective the rank started, by any path (collective n
+///                      in notes[n % 16]), read by a peer's arena wait that has gone on, to tell a peer that makes
+///                      the same call another way (device buffers: a schedule) from one that is only late
 ///   data[0..slots-1]   maxBytes each, for payloads that do not fit in the line
 /// A rank writes only its own region (and the other ranks' claim words) and reads everybody's. Small payloads cost a reader one
 /// cache-line transfer.
@@ -58,6 +61,18 @@ struct alignas(64) ArenaLine {
 };
 static_assert(sizeof(ArenaLine) == 64, "one arena line per cache line");
 
+/// Collectives a rank's call board remembers (a peer looks up only the call it waits in).
+constexpr uint64_t kArenaNotes = 16;
+
+/// One line of a rank's call board: which collective the rank started, and what it is. Written by its rank only, as a
+/// sequence lock (number 0 while the fields change), so a reader never takes a half-written note for a whole one.
+struct alignas(64) CallNote {
+  std::atomic<uint64_t> number;  ///< the collective's number on the communicator (CollCall::number), 0 while written
+  std::atomic<uint64_t> count;   ///< count as the C API takes it
+  std::atomic<uint64_t> shape;   ///< collective, type, op, device buffers (8 bits each), root (32 bits)
+};
+static_assert(sizeof(CallNote) == 64, "one call note per cache line");
+
 /// A mapped arena (RAII: unmapped on destruction). An anonymous shared file (shm_file.h) that rank 0 holds open only
 /// until every rank has mapped it: nothing of it is ever named in /dev/shm.
 class Arena {
@@ -87,6 +102,8 @@ class Arena {
   /// Rank r's claim word: the counter of block r of the registered all-reduce's pieces (PieceClaims in
   /// shm_zero_copy.h), which every rank may take pieces from. Zero in a fresh arena.
   std::atomic<uint64_t>& claimWord(int r) const { return region(r)->claim; }
+  /// Rank r's call-board line for collective `number`.
+  CallNote& note(int r, uint64_t number) const { return region(r)->notes[number % kArenaNotes]; }
   /// True when every rank can read and write every other rank's memory (process_vm_readv/writev were probed at
   /// connect on every pair, and all ranks agreed): the single-copy collectives of shm_single_copy.h may run.
   bool crossMemory() const { return crossMemory_; }
@@ -100,6 +117,7 @@ class Arena {
     ArenaLine lines[kArenaSlots];
     alignas(64) std::atomic<uint64_t> claim;
     char pad[64 - sizeof(std::atomic<uint64_t>)];
+    CallNote notes[kArenaNotes];
   };
   Arena(std::string name, void* base, size_t bytes, size_t maxBytes, size_t regionBytes);
   Region* region(int r) const { return reinterpret_cast<Region*>(regions_ + static_cast<size_t>(r) * regionBytes_); }

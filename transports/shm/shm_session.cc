@@ -17,6 +17,20 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kLivenessInterval = std::chrono::milliseconds(100);
 
+// The call-board encoding of what a call is (CallNote::shape): collective, type, op, device buffers, root.
+uint64_t shapeOf(const CollCall& call) {
+  const bool device = !kernels::isHostKind(call.sendKind) || !kernels::isHostKind(call.recvKind);
+  const int32_t root = isRooted(call.coll) ? call.root : 0;
+  return uint64_t{static_cast<uint8_t>(call.coll)} | uint64_t{static_cast<uint8_t>(call.dtype)} << 8 |
+         uint64_t{static_cast<uint8_t>(call.op)} << 16 | uint64_t{device} << 24 |
+         uint64_t{static_cast<uint32_t>(root)} << 32;
+}
+
+// "device" or "host": the kind a call's buffers count as when ranks compare calls.
+const char* kindWord(const CollCall& call) {
+  return kernels::isHostKind(call.sendKind) && kernels::isHostKind(call.recvKind) ? "host" : "device";
+}
+
 CollCall callOf(const CallStamp& s) {
   CollCall c;
   c.coll = static_cast<Coll>(s.coll);
@@ -49,6 +63,36 @@ CallStamp stampOf(const CollCall& call, Protocol protocol) {
   s.root = isRooted(call.coll) ? call.root : 0;
   s.count = call.count;
   return s;
+}
+
+void ArenaSession::noteCall(const CollCall& call) {
+  if (call.number == 0) return;
+  CallNote& note = arena_->note(rank(), call.number);
+  // A sequence lock with one writer: 0 while the fields change (peerCall re-reads the number after the fields).
+  note.number.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  note.count.store(call.count, std::memory_order_relaxed);
+  note.shape.store(shapeOf(call), std::memory_order_relaxed);
+  note.number.store(call.number, std::memory_order_release);
+}
+
+std::optional<CollCall> ArenaSession::peerCall(int r, uint64_t number) const {
+  const CallNote& note = arena_->note(r, number);
+  if (note.number.load(std::memory_order_acquire) != number) return std::nullopt;
+  const uint64_t count = note.count.load(std::memory_order_relaxed);
+  const uint64_t shape = note.shape.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (note.number.load(std::memory_order_relaxed) != number) return std::nullopt;  // rewritten meanwhile
+  CollCall c;
+  c.number = number;
+  c.count = count;
+  c.coll = static_cast<Coll>(shape & 0xff);
+  c.dtype = static_cast<hocclDataType_t>((shape >> 8) & 0xff);
+  c.op = static_cast<hocclRedOp_t>((shape >> 16) & 0xff);
+  const bool device = ((shape >> 24) & 0xff) != 0;
+  c.sendKind = c.recvKind = device ? kernels::MemoryKind::Device : kernels::MemoryKind::Host;
+  c.root = static_cast<int32_t>(static_cast<uint32_t>(shape >> 32));
+  return c;
 }
 
 Exchange::Exchange(ArenaSession& session, const CollCall& call, Protocol protocol, const void* payload, size_t bytes,
@@ -118,6 +162,7 @@ void Exchange::check() {
   const auto& ctx = session_.ctx();
   auto what = [&] { return describeCall(call_) + " [" + protocolName(static_cast<Protocol>(stamp_.protocol)) + "]"; };
   if (ctx.health->aborted() || ctx.health->failed()) ctx.health->check(ctx.who, what());
+  compareNotes();
   const auto now = Clock::now();
   if (waitingSince_ == Clock::time_point{}) waitingSince_ = now;
   if (now >= nextLivenessCheck_) {
@@ -133,6 +178,26 @@ void Exchange::check() {
   }
   static const auto timeout = std::chrono::seconds(params::TIMEOUT.get());
   if (now - waitingSince_ > timeout) throwTimeout(silentPeerMessage(ctx.who, what(), timeout.count(), missing()));
+}
+
+void Exchange::compareNotes() const {
+  if (call_.number == 0) return;
+  for (int r = 0; r < session_.nranks(); ++r) {
+    if (!waitingOn(r)) continue;
+    const std::optional<CollCall> theirs = session_.peerCall(r, call_.number);
+    if (!theirs || (shapeOf(*theirs) == shapeOf(call_) && theirs->count == call_.count)) continue;
+    const bool kinds = std::string(kindWord(*theirs)) != kindWord(call_);
+    throwMismatch(fmt::format(
+        "{}: the calls do not match at call #{} of this communicator: this rank called {} on {} buffers "
+        "[{}], but {} called {} on {} buffers, which it runs another way, so it never takes part here. Nothing was "
+        "read or written. {}",
+        session_.ctx().who, call_.number - 1, describeCall(call_), kindWord(call_),  // numbered from 0, as the check
+        protocolName(static_cast<Protocol>(stamp_.protocol)), session_.describeRank(r), describeCall(*theirs),
+        kindWord(*theirs),
+        kinds ? "Every rank of a call must pass device buffers, or every rank host buffers (as NCCL requires)."
+              : "Every rank must make the same collective calls in the same order, with the same count, type, op "
+                "and root."));
+  }
 }
 
 std::string Exchange::missing() const {

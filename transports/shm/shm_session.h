@@ -12,11 +12,19 @@
 ///      count); otherwise both calls are named in an InvalidUsage error and nothing is read. Only then is a payload
 ///      used.
 /// No acknowledgements, no locks: the sequence numbers are the whole protocol.
+///
+/// A peer may make the same call another way and never publish: device buffers there (a schedule; the shortcuts take
+/// host buffers only) against host buffers here, in a call the mismatch check skips. So a wait that has gone on
+/// (every 1024 fruitless polls) also reads the call board of each peer it waits for (every rank notes each
+/// collective it starts, noteCall): a note for this collective that differs from this rank's call (in what it is, or
+/// host against device buffers) fails the call at once with InvalidUsage naming both calls and kinds; the
+/// communicator is then broken (a mismatch), and the job's verdict releases the peer.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/wait.h"
@@ -56,6 +64,11 @@ class ArenaSession {
   std::string describeRank(int r) const { return describePeer(ctx_.connect->peers[r]); }
   /// Number of the next arena round (1, 2, ...): the same on every rank for the same call.
   uint64_t nextSeq() { return ++seq_; }
+  /// Writes call (call.number > 0) on this rank's call board (shm_arena.h), whichever path runs it.
+  void noteCall(const CollCall& call);
+  /// What rank r noted for collective `number`: nullopt when its board does not hold that collective (not started
+  /// yet, or long past). Only the call's description is filled in (no buffers); the kinds say host or device.
+  std::optional<CollCall> peerCall(int r, uint64_t number) const;
   /// Counts bytes moved with peer over its link class.
   void count(int peer, size_t sent, size_t received) {
     ctx_.counters->count(ctx_.topology->linkClass(rank(), peer), sent, received);
@@ -99,6 +112,7 @@ class Exchange {
   bool waitMore();
   void check();
   void agree(int r) const;
+  void compareNotes() const;
 
   ArenaSession& session_;
   CollCall call_;

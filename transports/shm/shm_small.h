@@ -34,6 +34,9 @@ class SmallShortcut final : public Shortcut {
   std::unique_ptr<ShortcutOp> start(const CollCall& call) override;
   /// Runs the call with its op on the stack.
   void run(const CollCall& call, Backoff& backoff) override;
+  /// Writes the call on this rank's call board in the arena (shm_session.h), which the single-copy shortcut's
+  /// waits read too (they share the session).
+  void noteCall(const CollCall& call) override { session_->noteCall(call); }
 
  private:
   std::shared_ptr<ArenaSession> session_;
