@@ -483,4 +483,6 @@ std::optional<Acceptor::Peer> Acceptor::next(net::Deadline deadline) {
 
 void releaseThreadCryptoState() { OPENSSL_thread_stop(); }
 
+void initCrypto() { OPENSSL_init_crypto(0, nullptr); }
+
 }  // namespace hoccl::boot

@@ -98,5 +98,8 @@ void noteRejected(const std::string& listener, const std::string& from, const st
 /// ranks whose process exited as the root's thread finished). Never called on a caller's thread: the error queue
 /// there belongs to the application.
 void releaseThreadCryptoState();
+/// Initializes OpenSSL now if nothing has (it registers its exit handler then): called before hoccl registers an exit
+/// handler of its own that must run before OpenSSL's (exit handlers run in the reverse order of registration).
+void initCrypto();
 
 }  // namespace hoccl::boot

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <string>
@@ -30,13 +31,24 @@ class RootServer;
 /// Live root servers of this process, told at exit that their process is ending normally; and the head ids that
 /// ranks of this process handed to the sub-roots this process serves (handHeadId), by the sub-root's nonce.
 struct Registry {
-  std::mutex mutex;                      ///< guards everything below
+  std::mutex mutex;                      ///< guards everything below (exiting is also read without it)
+  /// The process's exit handlers have begun (set under the mutex by the atexit handler): root threads leave
+  /// OpenSSL alone from then on and park (parkIfExiting), so they never race OpenSSL's own exit handler.
+  std::atomic<bool> exiting{false};
   std::vector<RootServer*> servers;      ///< servers to tell at exit
   std::vector<uint64_t> serving;         ///< nonces of the roots started here and still running
   std::map<uint64_t, UniqueId> headIds;  ///< sub-root nonce -> the head root's id
 };
 /// The process's registry (never destroyed: used from an atexit handler).
 Registry& registry();
+/// For a root's thread: frees its OpenSSL state (releaseThreadCryptoState) unless the process is exiting, under the
+/// registry's mutex, so that the exit handler (which takes it) runs before or after, never during; while the
+/// process exits the thread parks for good instead (the exit ends it). Call between handshakes and at the thread's
+/// end.
+void releaseCryptoOrPark();
+/// For a root's thread: parks it for good (never returns) once the process's exit handlers have begun, so that it
+/// stops touching what they tear down (OpenSSL's state, the log). Called once per loop of its poll.
+void parkIfExiting();
 
 /// One message (a header of type H and a payload) in one buffer.
 template <class H>

@@ -249,6 +249,7 @@ void RootServer::relay() {
       }
     if (pfds.size() == 1) return;
     int rc = ::poll(pfds.data(), pfds.size(), 1000);
+    parkIfExiting();
     if (rc < 0 && errno != EINTR) throwSystemError("poll in a bootstrap sub-root failed", errno);
     for (size_t i = 1; rc > 0 && i < pfds.size(); ++i) {
       if (!pfds[i].revents) continue;

@@ -101,7 +101,12 @@ std::string joinRanks(const std::vector<int>& ranks) {
 
 void announceClosingAtExit() {
   std::lock_guard<std::mutex> lock(registry().mutex);
+  registry().exiting = true;
   for (RootServer* s : registry().servers) s->announceClosing();
+}
+
+[[noreturn]] void park() {
+  while (true) ::pause();
 }
 
 }  // namespace
@@ -111,15 +116,30 @@ Registry& registry() {
   return *r;
 }
 
+void releaseCryptoOrPark() {
+  {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    if (!registry().exiting) {
+      releaseThreadCryptoState();
+      return;
+    }
+  }
+  park();
+}
+
+void parkIfExiting() {
+  if (registry().exiting.load(std::memory_order_relaxed)) park();
+}
+
 void RootServer::run() {
   try {
     const bool assembled = assemble();
-    releaseThreadCryptoState();  // the handshakes are over; this thread may still run when the process exits
+    releaseCryptoOrPark();  // the handshakes are over; this thread may still run when the process exits
     if (assembled) {
       enroll();
       if (idIndex_ > 0) {
         const bool linked = linkToHead();
-        releaseThreadCryptoState();  // linking to the head was a handshake too
+        releaseCryptoOrPark();  // linking to the head was a handshake too
         if (linked) relay();
       } else {
         sendPlans();
@@ -130,8 +150,11 @@ void RootServer::run() {
     HOCCL_WARN(kBootstrap, "bootstrap root at {} stopped: {}", id_.root.toString(), e.what());
     broadcastError(std::string("the bootstrap root failed: ") + e.what());
   }
-  releaseThreadCryptoState();  // also when assemble() threw half-way through a handshake
   withdraw();
+  // Also when assemble() threw half-way through a handshake. Last: a thread that ends while the process exits would
+  // free its OpenSSL state from the thread's end, racing OpenSSL's exit handler (a suspected cause of a rank 0 that
+  // crashed as it exited once in 340 runs, session 22); it parks instead.
+  releaseCryptoOrPark();
 }
 
 void RootServer::announceClosing() {
@@ -357,6 +380,7 @@ void RootServer::serve() {
       timeoutMs = static_cast<int>(std::clamp<long long>(left + 1, 0, 1000));
     }
     int rc = ::poll(pfds.data(), pfds.size(), timeoutMs);
+    parkIfExiting();
     if (rc < 0 && errno != EINTR) throwSystemError("poll in the bootstrap root failed", errno);
     for (size_t i = 0; rc > 0 && i < pfds.size(); ++i)
       if (pfds[i].revents) owner[i] >= 0 ? readFrom(owner[i]) : readLink(-1 - owner[i]);
@@ -651,7 +675,10 @@ namespace hoccl::boot {
 
 void startRootServer(net::Fd listener, const UniqueId& id) {
   static std::once_flag once;
-  std::call_once(once, [] { std::atexit(server::announceClosingAtExit); });
+  std::call_once(once, [] {
+    initCrypto();  // OpenSSL's exit handler first, so that hoccl's (registered after it) runs before it
+    std::atexit(server::announceClosingAtExit);
+  });
   {
     std::lock_guard<std::mutex> lock(server::registry().mutex);
     server::registry().serving.push_back(id.nonce);
