@@ -277,13 +277,7 @@ std::string describeOp(const Op& op) {
   if (op.kind != Op::Kind::Collective)
     return fmt::format("{}(count={}, {}, peer {})", op.kind == Op::Kind::Send ? "Send" : "Recv", op.count,
                        kernels::typeName(op.dtype), op.peer);
-  transport::CollCall call;
-  call.coll = op.coll;
-  call.count = op.count;
-  call.dtype = op.dtype;
-  call.op = op.op;
-  call.root = op.root;
-  return transport::describeCall(call);
+  return transport::describeCall(collCallOf(op));
 }
 
 std::vector<exec::Task> planTasks(const std::vector<Op>& ops) {
