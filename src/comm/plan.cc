@@ -98,7 +98,7 @@ Planned planCollective(const Op& op, const Resolved& r) {
   }
   // HO-Ring's host level on mapped memory, when the host agrees; or a shortcut for registered buffers, when every
   // rank registered (one host: no host level then).
-  if (!attachHostLevel(p.task, op, r)) attachRegisteredShortcut(p.task, r);
+  if (!attachHostLevel(p.task, op, r)) attachRegisteredShortcut(p.task, op, r);
   return p;
 }
 

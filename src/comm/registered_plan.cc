@@ -8,12 +8,14 @@
 
 namespace hoccl {
 
-bool attachRegisteredShortcut(exec::Task& task, const Resolved& r) {
+bool attachRegisteredShortcut(exec::Task& task, const Op& op, const Resolved& r) {
   transport::Shortcut* shortcut = r.decision->choice.ifRegistered;
   if (!shortcut) return false;
   if (task.prelude) throwInternalError("a task with a prelude of its own was given a shortcut for registered buffers");
   auto running = std::make_shared<std::unique_ptr<transport::ShortcutOp>>();
-  task.prelude = [running, shortcut, call = r.call](exec::Task& t) {
+  transport::CollCall numbered = r.call;
+  numbered.number = op.seq + 1;  // planned after the op started (comm/group.cc): its waits read the call boards
+  task.prelude = [running, shortcut, call = std::move(numbered)](exec::Task& t) {
     if (!*running) *running = shortcut->startIfRegistered(call);
     if (!(*running)->poll()) return false;
     if (!(*running)->declined()) {  // the shortcut ran the call (Avg's division included): nothing is left to do

@@ -14,6 +14,6 @@ namespace hoccl {
 /// When r's decision has an ifRegistered shortcut: sets task.prelude and task.waitingFor as above (the task must
 /// have no prelude yet) and returns true. Else leaves the task as it is and returns false. The same answer on every
 /// rank.
-bool attachRegisteredShortcut(exec::Task& task, const Resolved& r);
+bool attachRegisteredShortcut(exec::Task& task, const Op& op, const Resolved& r);
 
 }  // namespace hoccl

@@ -189,29 +189,45 @@ int stagingMismatch(hocclComm_t comm, int rank) {
 
 // Rank 0 passes device buffers (staged), the others host buffers, to the same all-reduce: every rank fails at once
 // with hocclInvalidUsage naming the ranks and the kinds of their buffers, long before HOCCL_TIMEOUT (the test sets it
-// to 60 s and requires the failure within 5 s); rank 0's stream is released. Two sizes: 20000 floats (the host ranks
-// run a schedule) and 256 (over shm they take the small one-shot shortcut, which rank 0 never joins; without the
-// mismatch check, its wait reads rank 0's call board and fails at once, shm_session.h).
-int kindMismatch(hocclComm_t comm, int rank, size_t count) {
+// to 60 s and requires the failure within 5 s); rank 0's stream is released. Three sizes: 20000 floats (the host
+// ranks run a schedule), 256 (over shm they take the small one-shot shortcut, which rank 0 never joins) and 200000
+// (over shm the host ranks first ask, in an arena round, whether every rank registered its buffers for single copy).
+// Without the mismatch check, an arena wait reads rank 0's call board and fails at once (shm_session.h). Without the
+// check, broadcast (rank 0 the root), all-gather and reduce-scatter of 1, 4000 and 200000 floats are tried too.
+// The collective `coll` ("allreduce", "broadcast" from rank 0, "allgather", "reducescatter") of count floats per
+// rank, from `in` to `out` (each count x nranks floats), on `stream` (null for host buffers).
+hocclResult_t issueKindCall(const std::string& coll, float* in, float* out, size_t count, hocclComm_t comm,
+                            hocclStream_t stream) {
+  if (coll == "broadcast") return hocclBroadcast(in, out, count, hocclFloat, 0, comm, stream);
+  if (coll == "allgather") return hocclAllGather(in, out, count, hocclFloat, comm, stream);
+  if (coll == "reducescatter") return hocclReduceScatter(in, out, count, hocclFloat, hocclSum, comm, stream);
+  return hocclAllReduce(in, out, count, hocclFloat, hocclSum, comm, stream);
+}
+
+int kindMismatch(hocclComm_t comm, int rank, size_t count, const std::string& coll = "allreduce") {
   if (hoccl::device::current()->hostAccessible()) return 0;  // nothing is staged
   hocclComm_t sub = nullptr;
   MP_CHECK(rank, hocclCommSplit(comm, 0, rank, &sub, nullptr));
-  std::vector<float> host(count, 1.0f);
-  float* dev = nullptr;
-  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&dev), count * sizeof(float)));
+  int n = 0;
+  MP_CHECK(rank, hocclCommCount(sub, &n));
+  const size_t span = count * static_cast<size_t>(n);
+  std::vector<float> host(span, 1.0f), hostOut(span, 0.0f);
+  float *dev = nullptr, *devOut = nullptr;
+  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&dev), span * sizeof(float)));
+  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&devOut), span * sizeof(float)));
   hocclStream_t s = nullptr;
   MP_CHECK(rank, hocclStreamCreate(&s));
   const auto start = std::chrono::steady_clock::now();
   hocclResult_t rc = hocclSuccess;
   std::string why;
   if (rank == 0) {
-    rc = hocclAllReduce(dev, dev, count, hocclFloat, hocclSum, sub, s);
+    rc = issueKindCall(coll, dev, devOut, count, sub, s);
     if (rc != hocclSuccess)
-      return fail(rank, std::string("the device all-reduce was not enqueued: ") + hocclGetLastError(sub));
+      return fail(rank, std::string("the device ") + coll + " was not enqueued: " + hocclGetLastError(sub));
     MP_CHECK(rank, hocclStreamSynchronize(s));  // released, not hung
     MP_CHECK(rank, hocclCommGetAsyncError(sub, &rc));
   } else {
-    rc = hocclAllReduce(host.data(), host.data(), count, hocclFloat, hocclSum, sub, nullptr);
+    rc = issueKindCall(coll, host.data(), hostOut.data(), count, sub, nullptr);
   }
   why = hocclGetLastError(sub);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -223,12 +239,13 @@ int kindMismatch(hocclComm_t comm, int rank, size_t count) {
       return fail(rank, "without the mismatch check the buffer-kind mismatch gave " + std::to_string(rc) + " after " +
                             std::to_string(seconds) + " s (HOCCL_TIMEOUT is 60 s): " + why);
     const char* noShm = std::getenv("HOCCL_SHM_DISABLE");
-    if (count == 256 && !(noShm && std::string(noShm) == "1"))  // caught by the call board: both kinds named
+    const bool arena = coll == "allreduce" && (count == 256 || count == 200000);  // the host ranks wait in an arena
+    if (arena && !(noShm && std::string(noShm) == "1"))  // round: the call board names both kinds
       for (const char* part : {"rank 0", "on device buffers", "on host buffers"})
         if (why.find(part) == std::string::npos)
           return fail(rank, std::string("the call board's finding does not name '") + part + "': " + why);
-    std::printf("rank %d: kind mismatch of %zu floats without the check: code %d after %.2f s: %s\n", rank, count, rc,
-                seconds, why.c_str());
+    std::printf("rank %d: kind mismatch, %s of %zu floats, without the check: code %d after %.2f s: %s\n", rank,
+                coll.c_str(), count, rc, seconds, why.c_str());
   } else if (rc != hocclInvalidUsage)
     return fail(rank, "device buffers on rank 0 and host buffers elsewhere gave " + std::to_string(rc) +
                           " instead of hocclInvalidUsage: " + why);
@@ -244,6 +261,7 @@ int kindMismatch(hocclComm_t comm, int rank, size_t count) {
   MP_CHECK(rank, hocclAllReduce(&one, &all, 1, hocclDouble, hocclSum, comm, nullptr));
   hocclCommAbort(sub);
   MP_CHECK(rank, hocclDeviceFree(dev));
+  MP_CHECK(rank, hocclDeviceFree(devOut));
   MP_CHECK(rank, hocclStreamDestroy(s));
   return 0;
 }
@@ -362,8 +380,13 @@ int main(int argc, char** argv) {
     if (n > 1)
       if (int e = stagingMismatch(comm, rank)) return e;
     if (n > 1)
-      for (size_t count : {20000, 256})
+      for (size_t count : {size_t{20000}, size_t{256}, size_t{200000}})
         if (int e = kindMismatch(comm, rank, count)) return e;
+    const char* checkMode = std::getenv("HOCCL_CHECK_MISMATCH");
+    if (n > 1 && checkMode && std::string(checkMode) == "0")  // the other collectives, where no check catches them
+      for (const char* coll : {"broadcast", "allgather", "reducescatter"})
+        for (size_t count : {size_t{1}, size_t{4000}, size_t{200000}})
+          if (int e = kindMismatch(comm, rank, count, coll)) return e;
     if (n > 1)
       if (int e = failure(comm, rank)) return e;
     if (n == 2) {  // last: rank 1 dies in it
