@@ -79,6 +79,8 @@ struct ConnectContext {
   /// The network interface this rank should use: when the rank sits on a GPU, that of the GPU's nearest NIC
   /// (src/comm/gpu_host.h); "" otherwise, and a network transport picks the NIC nearest to the rank's NUMA node.
   std::string nic;
+  /// The RDMA device of that NIC ("mlx5_0"), whose ports the ibverbs transport prefers; "" without a GPU.
+  std::string rdmaDevice;
 };
 
 struct ShortcutContext;

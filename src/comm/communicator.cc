@@ -169,6 +169,7 @@ Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, s
   ctx.health = &health_;
   ctx.jobTag = fmt::format("{:016x}-{}", bootstrap_->commTag(), ctx.peers[0].pid);
   ctx.nic = gpu.place.nicNetdev;  // the network interface of this rank's GPU's nearest NIC ("" without a GPU)
+  ctx.rdmaDevice = gpu.place.nicName;  // and its RDMA device
   recorder_ = std::make_unique<FlightRecorder>(static_cast<size_t>(params::TRACE_SIZE.get()), ctx.jobTag, name_, rank,
                                                nranks);
 

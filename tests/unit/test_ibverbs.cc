@@ -1,6 +1,7 @@
 // The ibverbs transport's logic, without an RDMA device (none exists on the build machines): HOCCL_IB_HCA parsing
-// and matching, the default GID choice, the connection-info wire format (round trip, fixed offsets, version and
-// size mismatches, every single-bit corruption, random garbage, impossible fields), the registration cache (against a
+// and matching, the port choice (the GPU's nearest NIC), the default GID choice, the connection-info wire format
+// (round trip, fixed offsets, version and size mismatches, every single-bit corruption, random garbage, impossible
+// fields), the registration cache (against a
 // fake registrar that records every call, and a randomized run checked against a model), credit accounting (a
 // simulated sender and receiver), the mapping of every ibv_wc_status, and the real step-aside path: libibverbs
 // dlopened on this machine finds no device, a library that does not exist is reported, and the collective connect
@@ -37,6 +38,7 @@
 #include "transports/ibverbs/ibv_device.h"
 #include "transports/ibverbs/ibv_lib.h"
 #include "transports/ibverbs/ibv_transport.h"
+#include "transports/ibverbs/port_choice.h"
 #include "transports/ibverbs/reg_cache.h"
 #include "transports/ibverbs/wc_error.h"
 #include "transports/registry.h"
@@ -140,6 +142,45 @@ TEST_CASE("ibverbs: malformed HCA lists are refused naming the entry", "[ibverbs
       CHECK(e.code() == hocclInvalidArgument);
       CHECK_THAT(e.what(), Contains("HOCCL_IB_HCA") && Contains(why));
     }
+  }
+}
+
+TEST_CASE("ibverbs: a rank uses a port of its GPU's nearest NIC; without one the host's ranks spread",
+          "[ibverbs][port]") {
+  auto port = [](const char* device, int n) {
+    PortInfo p;
+    p.device = device;
+    p.port = n;
+    return p;
+  };
+  const std::vector<PortInfo> ports = {port("mlx5_0", 1), port("mlx5_1", 1), port("mlx5_1", 2), port("mlx5_2", 1)};
+  SECTION("the GPU's NIC: its ports, spread by the rank's index on the host") {
+    const size_t want[] = {1, 2, 1, 2, 1};
+    for (int local = 0; local < 5; ++local) {
+      const PortChoice c = choosePort(ports, "mlx5_1", local);
+      CHECK(c.index == want[local]);
+      CHECK(c.why == "the nearest NIC of this rank's GPU (mlx5_1)");
+    }
+    CHECK(choosePort(ports, "mlx5_2", 3).index == 3);
+    CHECK(choosePort(ports, "mlx5_0", 7).index == 0);
+  }
+  SECTION("no GPU: every admitted port in turn") {
+    for (int local = 0; local < 9; ++local) {
+      const PortChoice c = choosePort(ports, "", local);
+      CHECK(c.index == static_cast<size_t>(local) % ports.size());
+      CHECK(c.why == "the ranks of one host spread over the admitted ports");
+    }
+  }
+  SECTION("a GPU whose NIC has no admitted port (or a name that only starts like one): spread, saying why") {
+    for (const char* near : {"mlx5_9", "mlx5", "mlx5_10"}) {
+      const PortChoice c = choosePort(ports, near, 5);
+      CHECK(c.index == 1);
+      CHECK(c.why.find(std::string("(") + near + ") has no admitted active port") != std::string::npos);
+      CHECK(c.why.find("HOCCL_IB_HCA") != std::string::npos);
+    }
+  }
+  SECTION("no port at all is a bug of the caller") {
+    CHECK_THROWS_AS(choosePort({}, "mlx5_0", 0), Error);
   }
 }
 

@@ -4,8 +4,9 @@
 //   1. all-gather a card {has a port, number of ibverbs peers}. If no rank wants ibverbs peers, done (this is the
 //      whole cost on hosts without RDMA). A rank asked to reach a peer whose card has no port fails this phase and
 //      every rank stops with its message (agreeOnPhase).
-//   2. create one channel (RC queue pair in INIT, receives posted, rings registered) per ibverbs peer and encode its
-//      connection data (conn_info.h) into this rank's row of an nranks x nranks table; agree on the phase.
+//   2. choose the port (port_choice.h: the GPU's nearest NIC, else spread over the host's ranks), create one channel
+//      (RC queue pair in INIT, receives posted, rings registered) per ibverbs peer and encode its connection data
+//      (conn_info.h) into this rank's row of an nranks x nranks table; agree on the phase.
 //   3. all-gather the table; decode and validate the entry each peer wrote for this rank (an entry that is all zeros
 //      means the peer did not choose ibverbs for this rank: an error naming both); move the queue pairs to RTR and
 //      RTS; agree on the phase. That last all-gather is also the barrier after which every queue pair is ready to
@@ -23,6 +24,7 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "transports/ibverbs/ibv_channel.h"
+#include "transports/ibverbs/port_choice.h"
 #include "transports/transport_util.h"
 
 namespace hoccl::transport::ibverbs {
@@ -92,10 +94,11 @@ std::map<int, std::unique_ptr<Channel>> IbvTransport::connect(const ConnectConte
   std::map<int, std::unique_ptr<IbvChannel>> made;
   phase(ctx, "creating its ibverbs queue pairs", [&] {
     if (peers.empty()) return;
-    // Ranks of one host spread over the admitted ports.
+    // The GPU's nearest NIC, else the ranks of one host spread over the admitted ports (port_choice.h).
     int local = 0;
     for (int r = 0; r < ctx.rank; ++r) local += ctx.peers[r].hostHash == self.hostHash;
-    const PortInfo& port = probe_.ports[static_cast<size_t>(local) % probe_.ports.size()];
+    const PortChoice choice = choosePort(probe_.ports, ctx.rdmaDevice, local);
+    const PortInfo& port = probe_.ports[choice.index];
     auto dev = std::make_shared<IbvDevice>(lib_, port);
     for (int p : peers) {
       auto ch = std::make_unique<IbvChannel>(dev, self, ctx.peers.at(p), static_cast<uint32_t>(slots),
@@ -105,8 +108,9 @@ std::map<int, std::unique_ptr<Channel>> IbvTransport::connect(const ConnectConte
                   kConnInfoBytes);
       made[p] = std::move(ch);
     }
-    HOCCL_INFO(kNet, "ibverbs: rank {} uses {} ({}, lid {}, gid index {}) for {} peer(s)", ctx.rank, port.name(),
-               port.linkLayer == LinkLayer::Ethernet ? "RoCE" : "InfiniBand", port.lid, port.gidIndex, peers.size());
+    HOCCL_INFO(kNet, "ibverbs: rank {} uses {} ({}, lid {}, gid index {}) for {} peer(s): {}", ctx.rank, port.name(),
+               port.linkLayer == LinkLayer::Ethernet ? "RoCE" : "InfiniBand", port.lid, port.gidIndex, peers.size(),
+               choice.why);
   });
   ctx.bootstrap->allGather(table.data(), static_cast<size_t>(ctx.nranks) * kConnInfoBytes);
 
