@@ -21,8 +21,11 @@ constexpr auto kLivenessInterval = std::chrono::milliseconds(100);
 uint64_t shapeOf(const CollCall& call) {
   const bool device = !kernels::isHostKind(call.sendKind) || !kernels::isHostKind(call.recvKind);
   const int32_t root = isRooted(call.coll) ? call.root : 0;
+  // Every PreMulSum is 0xfe, whichever handle (the mismatch check's fingerprint does the same): handles are numbered
+  // per rank, so two ranks' handles for the same call may differ.
+  const uint8_t op = call.op < hocclNumOps ? static_cast<uint8_t>(call.op) : uint8_t{0xfe};
   return uint64_t{static_cast<uint8_t>(call.coll)} | uint64_t{static_cast<uint8_t>(call.dtype)} << 8 |
-         uint64_t{static_cast<uint8_t>(call.op)} << 16 | uint64_t{device} << 24 |
+         uint64_t{op} << 16 | uint64_t{device} << 24 |
          uint64_t{static_cast<uint32_t>(root)} << 32;
 }
 
