@@ -92,6 +92,9 @@ const Case kCases[] = {
     {"all-reduce vs reduce-scatter, 100,000 floats", {Coll::AllReduce, 100000}, {Coll::ReduceScatter, 100000}},
     {"all-gather 50,000 vs 100,000 floats", {Coll::AllGather, 50000}, {Coll::AllGather, 100000}},
     {"all-reduce float vs int32, 100 elements", {Coll::AllReduce, 100}, {Coll::AllReduce, 100, hocclInt32}},
+    {"all-reduce float vs int32, 10,000 elements (schedules: messages of the same sizes)",
+     {Coll::AllReduce, 10000},
+     {Coll::AllReduce, 10000, hocclInt32}},
     {"all-reduce 8 floats (small) vs 100,000 floats (single copy)", {Coll::AllReduce, 8}, {Coll::AllReduce, 100000}},
     // Once known gaps (before the mismatch check, HOCCL_CHECK_MISMATCH): a rank that waits for nobody returned
     // success; a shortcut on one side and a schedule on the other only timed out; schedules on both sides failed
