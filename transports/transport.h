@@ -22,10 +22,17 @@ namespace hoccl::transport {
 using RecvSink = std::function<void(const void* data, size_t offset, size_t len)>;
 
 /// Where a receive puts its bytes: either straight into `direct`, or through `sink` (for reductions).
+/// Which call a message belongs to: a hash of the collective's number and what it is (src/comm/plan.h: callTagOf),
+/// the same on every rank for the same call; 0 = untagged (point-to-point, the mismatch check's own messages).
+using CallTag = uint32_t;
+
 struct RecvTarget {
   void* direct = nullptr;  ///< if non-null, bytes are written here and sink is unused
   RecvSink sink;           ///< called with pieces when direct is null
   size_t granule = 1;      ///< piece lengths passed to sink are multiples of this (1, 2, 4 or 8)
+  /// The call this receive belongs to: a channel that carries tags (shm, tcp) fails a message of the right size that
+  /// is tagged for another call (a mismatch), where sizes alone would let wrong data through. 0: not compared.
+  CallTag tag = 0;
 };
 
 /// A bidirectional, ordered connection to one peer rank. Not thread-safe: one thread drives it.
@@ -38,6 +45,12 @@ class Channel {
   virtual void postSend(const void* data, size_t bytes) = 0;
   /// Posts a receive of exactly `bytes` bytes. Receives complete in posting order, as do sends.
   virtual void postRecv(size_t bytes, RecvTarget target) = 0;
+  /// postSend for a message of call `tag` (RecvTarget::tag). The default drops the tag (ucx, ibverbs and the device
+  /// channels do not carry it: their receivers compare sizes only).
+  virtual void postTaggedSend(const void* data, size_t bytes, CallTag tag) {
+    (void)tag;
+    postSend(data, bytes);
+  }
   /// Moves data without blocking. Returns true if any byte moved. Throws hoccl::Error(hocclRemoteError) naming
   /// the peer when the peer is gone (closed connection, dead process).
   virtual bool progress() = 0;

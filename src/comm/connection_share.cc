@@ -45,6 +45,9 @@ class BorrowedChannel final : public transport::Channel {
       : owned_(owned), peer_(peer), ownerName_(std::move(ownerName)) {}
   int peer() const override { return peer_; }
   void postSend(const void* data, size_t bytes) override { owned_.postSend(data, bytes); }
+  void postTaggedSend(const void* data, size_t bytes, transport::CallTag tag) override {
+    owned_.postTaggedSend(data, bytes, tag);
+  }
   void postRecv(size_t bytes, transport::RecvTarget target) override { owned_.postRecv(bytes, std::move(target)); }
   bool progress() override {
     try {

@@ -11,6 +11,7 @@
 #include "comm/redop.h"
 #include "base/collective.h"
 #include "base/error.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "base/params.h"
 #include "base/wait.h"
@@ -63,6 +64,7 @@ Planned planCollective(const Op& op, const Resolved& r) {
   Planned p;
   p.task.comm = &comm;
   p.task.schedule = choice.schedule;
+  p.task.tag = callTagOf(op);  // planned after the op started (comm/group.cc): its number is set
   // Two pointers: fits std::function's inline storage (no allocation per call). The op outlives the run.
   p.task.what = [opp = &op, name = choice.choice.algorithm->name] { return describeOp(*opp) + " [" + name + "]"; };
   p.task.binding.elemSize = elem;
@@ -219,6 +221,20 @@ transport::CollCall collCallOf(const Op& op) {
   c.recvKind = op.recvKind;
   c.number = op.seq + 1;  // meaningful once started (comm/group.cc: start)
   return c;
+}
+
+transport::CallTag callTagOf(const Op& op) {
+  struct {
+    uint64_t number, count;
+    int32_t root;
+    uint8_t coll, dtype, op, pad = 0;
+  } what{op.seq + 1, op.count, isRooted(op.coll) ? op.root : -1, static_cast<uint8_t>(op.coll),
+         static_cast<uint8_t>(op.dtype), uint8_t{0xff}};
+  const bool reducing = op.coll == Coll::AllReduce || op.coll == Coll::Reduce || op.coll == Coll::ReduceScatter;
+  if (reducing) what.op = op.op < hocclNumOps ? static_cast<uint8_t>(op.op) : uint8_t{0xfe};  // handles are per rank
+  const uint64_t h = fnv1a(&what, sizeof(what));
+  const auto tag = static_cast<transport::CallTag>(h ^ (h >> 32));
+  return tag ? tag : 1;
 }
 
 Resolved resolve(const Op& op) {

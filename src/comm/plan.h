@@ -20,6 +20,9 @@ struct Resolved {
 };
 /// Collective op as the shortcuts see it (its number set once it has started); no fold.
 transport::CollCall collCallOf(const Op& op);
+/// The tag of a started collective's messages (exec::Task::tag): a hash of its number, collective, type, op (every
+/// PreMulSum alike), count and root, the same on every rank for the same call; never 0.
+transport::CallTag callTagOf(const Op& op);
 /// Resolves a validated collective op on its communicator: the one decision of what runs it.
 Resolved resolve(const Op& op);
 

@@ -97,7 +97,7 @@ void postStep(Cursor& c) {
     switch (p.kind) {
       case sched::PrimKind::Send: {
         transport::Channel& ch = b.staged ? comm.deviceChannel(p.peer) : comm.channel(p.peer);
-        ch.postSend(at(b, p.src, p.srcOff), bytes);
+        ch.postTaggedSend(at(b, p.src, p.srcOff), bytes, t.tag);
         comm.counters().sent[comm.topology().linkClass(comm.rank(), p.peer)] += bytes;
         touch(&ch);
         break;
@@ -107,6 +107,7 @@ void postStep(Cursor& c) {
         transport::RecvTarget target;
         target.direct = at(b, p.dst, p.dstOff);
         target.granule = b.elemSize;
+        target.tag = t.tag;
         ch.postRecv(bytes, std::move(target));
         comm.counters().received[comm.topology().linkClass(comm.rank(), p.peer)] += bytes;
         touch(&ch);
@@ -123,6 +124,7 @@ void postStep(Cursor& c) {
         auto& ch = comm.channel(p.peer);
         transport::RecvTarget target;
         target.granule = b.elemSize;
+        target.tag = t.tag;
         // Two pointers (the prim lives in the task's schedule): fits std::function's inline storage.
         target.sink = [pp = &p, bp = &b](const void* data, size_t offset, size_t len) {
           bp->mem->reduce(at(*bp, pp->dst, pp->dstOff) + offset, at(*bp, pp->src, pp->srcOff) + offset, data,

@@ -54,6 +54,9 @@ struct Task {
   std::function<bool(Task& self)> prelude;
   /// With a schedule: polled after the last step until true, never blocks, before `after`. May be empty.
   std::function<bool()> epilogue;
+  /// The call its schedule's messages belong to (transport::RecvTarget::tag; comm/plan.h: callTagOf): sends carry
+  /// it, receives compare it where the transport carries tags. 0: untagged (point-to-point, the mismatch check).
+  transport::CallTag tag = 0;
 };
 
 /// Runs every task to completion. Throws hoccl::Error naming the rank, the operation, the step and the peer on a

@@ -3,8 +3,10 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <stdexcept>
 #include <string>
 
@@ -148,6 +150,39 @@ MismatchOutcome exchangeMismatched(Channel& ch, int rank, size_t sent, size_t po
     outcome.error = e.what();
   }
   for (size_t i = posted; i < in.size(); ++i) outcome.guardIntact = outcome.guardIntact && in[i] == 0xA5;
+  return outcome;
+}
+
+MismatchOutcome exchangeTagged(Channel& ch, int rank, size_t bytes, transport::CallTag sendTag,
+                               transport::CallTag recvTag, bool sink, bool* intact) {
+  MismatchOutcome outcome;
+  std::vector<unsigned char> payload(bytes);
+  std::mt19937 rng(static_cast<unsigned>(bytes) * 31u + sendTag);  // the same bytes on both sides
+  for (unsigned char& c : payload) c = static_cast<unsigned char>(rng());
+  if (rank == 0) {
+    ch.postTaggedSend(payload.data(), bytes, sendTag);
+    try {
+      drive({&ch}, std::chrono::seconds(3));
+    } catch (const std::exception&) {
+      // the receiver may give up on the message, so the rest of it may never be taken
+    }
+    return outcome;
+  }
+  const size_t guard = 64;
+  std::vector<unsigned char> in(bytes + guard, 0xA5);
+  RecvTarget target;
+  if (sink) target.sink = [&in](const void* data, size_t off, size_t len) { std::memcpy(in.data() + off, data, len); };
+  else target.direct = in.data();
+  target.tag = recvTag;
+  ch.postRecv(bytes, std::move(target));
+  try {
+    drive({&ch}, std::chrono::seconds(10));
+  } catch (const Error& e) {
+    outcome.code = e.code();
+    outcome.error = e.what();
+  }
+  for (size_t i = bytes; i < in.size(); ++i) outcome.guardIntact = outcome.guardIntact && in[i] == 0xA5;
+  *intact = outcome.code == 0 && std::equal(payload.begin(), payload.end(), in.begin());
   return outcome;
 }
 

@@ -45,4 +45,10 @@ struct MismatchOutcome {
 /// receiver giving up), rank 1 receives into a buffer with guard bytes after `posted` and reports what it saw.
 MismatchOutcome exchangeMismatched(transport::Channel& ch, int rank, size_t sent, size_t posted);
 
+/// One side of a message of `bytes` random bytes sent with call tag `sendTag` against a receive of the same size
+/// posted with `recvTag` (transport::RecvTarget::tag), into a buffer (`sink` false) or through a sink: rank 0 sends,
+/// rank 1 receives and reports what it saw; `intact` (when it saw no error) says the bytes arrived unchanged.
+MismatchOutcome exchangeTagged(transport::Channel& ch, int rank, size_t bytes, transport::CallTag sendTag,
+                               transport::CallTag recvTag, bool sink, bool* intact);
+
 }  // namespace hoccl::test

@@ -497,6 +497,57 @@ TEST_CASE("streaming bandwidth between two processes (64 MiB messages)", "[.benc
     }
 }
 
+TEST_CASE("a message of the right size tagged for another call is an error on shm and tcp; untagged ones pass",
+          "[transports][tag]") {
+  // The executor tags each collective's messages with its call (comm/plan.h: callTagOf); two ranks making different
+  // calls whose messages have the same sizes (float against int32) must not exchange data silently. Rank 0 sends
+  // with one tag, rank 1 receives the same size with another: equal tags, or 0 on either side, deliver the bytes;
+  // different tags fail the receiver with hocclInvalidUsage naming the peer, and nothing is written past its buffer.
+  struct Tags {
+    transport::CallTag send, recv;
+    bool mismatch;
+  };
+  const Tags cases[] = {{0x1234abcd, 0x1234abcd, false}, {0x1234abcd, 0, false}, {0, 0x1234abcd, false},
+                        {0, 0, false},                   {0x1234abcd, 0x1234abce, true}, {7, 0x70001, true}};
+  for (Kind kind : {Kind::Shm, Kind::Tcp}) {
+    for (const Tags& t : cases) {
+      for (size_t bytes : {size_t{24}, size_t{4000}, size_t{3} << 20}) {
+        for (bool sink : {false, true}) {
+          DYNAMIC_SECTION(kindName(kind) << ": tags " << t.send << "/" << t.recv << ", " << bytes << " bytes"
+                                         << (sink ? ", sink" : "")) {
+            auto id = boot::createUniqueId();
+            test::MismatchOutcome seen;
+            bool intact = false;
+            auto errors = runThreads(2, [&](int r) {
+              RankState st = connectRank(id, r, 2, kind);
+              bool mine = false;
+              test::MismatchOutcome out = test::exchangeTagged(*st.channels.at(1 - r), r, bytes, t.send, t.recv,
+                                                               sink, &mine);
+              if (r == 1) {
+                seen = out;
+                intact = mine;
+              }
+              st.boot->barrier();
+            });
+            INFO(firstError(errors));
+            CHECK(firstError(errors).empty());
+            INFO(seen.error);
+            CHECK(seen.guardIntact);
+            if (t.mismatch) {
+              CHECK(seen.code == hocclInvalidUsage);
+              CHECK(seen.error.find("belongs to another call") != std::string::npos);
+              CHECK(seen.error.find("rank 0 (host testhost") != std::string::npos);
+            } else {
+              CHECK(seen.code == 0);
+              CHECK(intact);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("a receive that does not match the message's length is an error naming both, on shm and tcp",
           "[transports]") {
   // Rank 0 sends `sent` bytes, rank 1 posts a receive of `posted` bytes (guard bytes after it). Rank 1 must fail with

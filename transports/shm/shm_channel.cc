@@ -148,11 +148,11 @@ ShmChannel::ShmChannel(const boot::RankInfo& self, const boot::RankInfo& peerInf
 
 ShmChannel::~ShmChannel() = default;
 
-void ShmChannel::postSend(const void* data, size_t bytes) {
+void ShmChannel::postTaggedSend(const void* data, size_t bytes, CallTag tag) {
   if (bytes == 0) return;  // both sides skip empty messages: nothing to match
   if (!data)
     throwInvalidArgument(fmt::format("shm: send of {} bytes to rank {} from a null buffer", bytes, peer_.rank));
-  sends_.push_back({static_cast<const char*>(data), bytes, 0});
+  sends_.push_back({static_cast<const char*>(data), bytes, 0, tag});
   ++sendPosted_;
 }
 
@@ -188,6 +188,7 @@ bool ShmChannel::progressSends() {
     info.bytes = static_cast<uint32_t>(n);
     info.last = s.done == s.bytes ? 1 : 0;
     info.kind = inlined ? kSlotInline : kSlotData;
+    info.tag = s.tag;
     info.messageBytes = static_cast<uint32_t>(std::min<size_t>(s.bytes, UINT32_MAX));
     publish(info);
     moved = true;
@@ -217,6 +218,13 @@ bool ShmChannel::progressRecvs() {
                       "different sizes: their calls differ (count, type, collective or order)",
                       describePeer(peer_), r.bytes, sent, r.done));
     }
+    if (r.target.tag && info.tag && info.tag != r.target.tag)
+      throwMismatch(fmt::format(
+          "shm: the message from {} belongs to another call: its size ({} bytes) matches this rank's receive, but it "
+          "is tagged for call {:#010x} where this rank receives for call {:#010x} (got {} bytes of it so far; nothing "
+          "more was read). The two ranks' calls differ (type, op, count, collective or order) in a way their "
+          "message sizes do not show; HOCCL_CHECK_MISMATCH=2 names both calls",
+          describePeer(peer_), info.messageBytes, info.tag, r.target.tag, r.done));
     const char* src = info.kind == kSlotInline ? info.inlineData : in_->slot(inTail_);
     if (r.target.direct) kernels::copy(static_cast<char*>(r.target.direct) + r.done, src, info.bytes);
     else r.target.sink(src, r.done, info.bytes);

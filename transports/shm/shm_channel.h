@@ -49,18 +49,19 @@ constexpr uint32_t kInlineBytes = 40;
 struct alignas(64) SlotInfo {
   std::atomic<uint64_t> seq;                 ///< n+1 once the n-th slot (counting from 0) is published here
   uint32_t bytes;                            ///< payload bytes in the slot
-  uint32_t last;                             ///< 1 if this slot ends its message
-  uint32_t kind;                             ///< kSlotData or kSlotInline
+  uint16_t last;                             ///< 1 if this slot ends its message
+  uint16_t kind;                             ///< kSlotData, kSlotInline or kSlotControl
+  uint32_t tag;                              ///< the call the message belongs to (CallTag; 0: untagged)
   uint32_t messageBytes;                     ///< the whole message's bytes (UINT32_MAX: 4 GiB or more), for errors
   alignas(8) char inlineData[kInlineBytes];  ///< the payload when kind == kSlotInline
 };
 static_assert(sizeof(SlotInfo) == 64, "one slot descriptor per cache line");
 /// Slot holds payload bytes.
-constexpr uint32_t kSlotData = 0;
+constexpr uint16_t kSlotData = 0;
 /// The payload (at most kInlineBytes) is in SlotInfo::inlineData; the slot itself is unused.
-constexpr uint32_t kSlotInline = 2;
+constexpr uint16_t kSlotInline = 2;
 /// A word of the close handshake (HOCCL_MAX_CONNS, shm_close.cc) in SlotInfo::inlineData, between two messages.
-constexpr uint32_t kSlotControl = 3;
+constexpr uint16_t kSlotControl = 3;
 
 /// The control block at the start of every segment.
 struct SegmentHeader {
@@ -128,8 +129,10 @@ class ShmChannel final : public Channel {
   /// The peer's rank.
   int peer() const override { return peer_.rank; }
   /// Queues a send; bytes are copied into slots by progress().
-  void postSend(const void* data, size_t bytes) override;
-  /// Queues a receive.
+  void postSend(const void* data, size_t bytes) override { postTaggedSend(data, bytes, 0); }
+  /// Queues a send whose slots carry `tag`.
+  void postTaggedSend(const void* data, size_t bytes, CallTag tag) override;
+  /// Queues a receive; a message of its size tagged for another call fails it (RecvTarget::tag).
   void postRecv(size_t bytes, RecvTarget target) override;
   /// Copies pending sends into free slots and hands published slots to pending receives.
   bool progress() override;
@@ -151,6 +154,7 @@ class ShmChannel final : public Channel {
     const char* data;
     size_t bytes;
     size_t done;
+    CallTag tag = 0;        ///< written into every slot of the message
     uint64_t control = 0;   ///< non-zero: a handshake word alone (kind; the counts are in `word`), no data
     uint64_t word[2] = {};  ///< the control word's counts: this side's messages sent, received (when queued)
   };

@@ -67,6 +67,7 @@ void ShmChannel::publishControl(const PendingSend& s, SlotInfo& info) {
   info.bytes = 0;
   info.last = 1;
   info.kind = kSlotControl;
+  info.tag = 0;
   info.messageBytes = 0;
   publish(info);
 }

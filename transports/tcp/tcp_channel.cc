@@ -32,8 +32,11 @@ TcpChannel::TcpChannel(const boot::RankInfo& self, const boot::RankInfo& peerInf
 
 TcpChannel::~TcpChannel() = default;
 
-void TcpChannel::postSend(const void* data, size_t bytes) {
+void TcpChannel::postTaggedSend(const void* data, size_t bytes, CallTag tag) {
   if (bytes == 0) return;  // both sides skip empty messages
+  if (bytes > kLengthMask)
+    throwInvalidArgument(fmt::format("tcp: send of {} bytes to rank {}: a message is at most {} bytes", bytes,
+                                     peer_.rank, kLengthMask));
   if (link_ != Link::Open)
     throwInternalError(
         fmt::format("tcp: send of {} bytes to rank {} on a connection that is closing", bytes, peer_.rank));
@@ -46,8 +49,8 @@ void TcpChannel::postSend(const void* data, size_t bytes) {
   for (size_t off = 0; off < bytes; off += stripeBytes_) {
     uint64_t g = sendStripes_++;
     Stripe s{g, seq, base, off, std::min(stripeBytes_, bytes - off)};
-    if (off == 0) {  // the message's length travels ahead of its first stripe
-      s.length = bytes;
+    if (off == 0) {  // the message's length (and tag) travels ahead of its first stripe
+      s.length = bytes | tagBits(tag) << kTagShift;
       s.lengthDone = 0;
     }
     conns_[g % conns_.size()].out.push_back(s);
@@ -181,12 +184,22 @@ bool TcpChannel::progressRecvs() {
 
 void TcpChannel::checkLength(const Stripe& s) {
   const RecvMsg& m = recvMsg(s.msg);
-  if (s.length == m.bytes) return;
-  throwMismatch(
-      fmt::format("tcp: message size mismatch with {}: this rank posted a receive of {} bytes, the peer sent "
-                  "{} bytes; nothing beyond this rank's buffer was written. The two ranks' calls differ "
-                  "(count, type, collective or order)",
-                  describePeer(peer_), m.bytes, s.length));
+  const uint64_t sent = s.length & kLengthMask;
+  if (sent != m.bytes)
+    throwMismatch(
+        fmt::format("tcp: message size mismatch with {}: this rank posted a receive of {} bytes, the peer sent "
+                    "{} bytes; nothing beyond this rank's buffer was written. The two ranks' calls differ "
+                    "(count, type, collective or order)",
+                    describePeer(peer_), m.bytes, sent));
+  const uint64_t theirs = (s.length >> kTagShift) & 0xffff, mine = tagBits(m.target.tag);
+  if (theirs && mine && theirs != mine)
+    throwMismatch(fmt::format(
+        "tcp: the message from {} belongs to another call: its size ({} bytes) matches this rank's receive, but it "
+        "is tagged for call {:#06x} where this rank receives for call {:#06x} (nothing beyond this rank's buffer was "
+        "written). The two "
+        "ranks' calls differ (type, op, count, collective or order) in a way their message sizes do not show; "
+        "HOCCL_CHECK_MISMATCH=2 names both calls",
+        describePeer(peer_), sent, theirs, mine));
 }
 
 bool TcpChannel::deliverStaged() {

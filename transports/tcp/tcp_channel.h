@@ -1,9 +1,11 @@
 /// @file tcp_channel.h
 /// The tcp channel: several nonblocking TCP connections to one peer, with messages striped across them.
 ///
-/// Wire format: the bytes themselves, and before the first stripe of every message its total length (8 bytes,
-/// little-endian), which the receiver compares with the length it posted: ranks whose calls differ get an error naming
-/// both lengths instead of a silent truncation. Both sides post the same sequence of message sizes (the schedule
+/// Wire format: the bytes themselves, and before the first stripe of every message a word (8 bytes, little-endian)
+/// of its total length (bits 0-46) and 16 bits of its call's tag (bits 47-62; 0: untagged), which the receiver
+/// compares with the length and tag it posted: ranks whose calls differ get an error naming both lengths instead of a
+/// silent truncation, or, when only the tags differ, an error saying the message belongs to another call instead of
+/// wrong data. Both sides post the same sequence of message sizes (the schedule
 /// guarantees it), so both cut every message into the same stripes of `stripeBytes` (the last one shorter) and number
 /// the stripes of a direction 0, 1, 2, ... across messages; stripe g travels on connection g % connections. A receiver therefore knows, for each connection, which stripe comes next and where it goes:
 /// - a receive with a direct buffer reads every stripe straight to its place, from all connections at once;
@@ -41,8 +43,10 @@ class TcpChannel final : public Channel {
   /// The peer's rank.
   int peer() const override { return peer_.rank; }
   /// Queues a send (cut into stripes over the connections).
-  void postSend(const void* data, size_t bytes) override;
-  /// Queues a receive.
+  void postSend(const void* data, size_t bytes) override { postTaggedSend(data, bytes, 0); }
+  /// Queues a send whose length word carries 16 bits of `tag`.
+  void postTaggedSend(const void* data, size_t bytes, CallTag tag) override;
+  /// Queues a receive; a message of its length tagged for another call fails it (RecvTarget::tag).
   void postRecv(size_t bytes, RecvTarget target) override;
   /// Writes and reads whatever the sockets accept without blocking.
   bool progress() override;
@@ -96,6 +100,15 @@ class TcpChannel final : public Channel {
   void checkLength(const Stripe& s);
   // Close handshake (tcp_close.cc).
   static constexpr uint64_t kControlBit = uint64_t{1} << 63;
+  /// The length word: the message's length below bit 47, 16 bits of its call's tag above (tagBits).
+  static constexpr int kTagShift = 47;
+  static constexpr uint64_t kLengthMask = (uint64_t{1} << kTagShift) - 1;
+  /// The 16 bits of `tag` a length word carries (0 only for an untagged message).
+  static uint64_t tagBits(CallTag tag) {
+    if (!tag) return 0;
+    const uint64_t folded = (tag ^ (tag >> 16)) & 0xffff;
+    return folded ? folded : 1;
+  }
   void queueControl(uint64_t kind);
   void onControl(uint64_t word, bool idle, bool inUse);
   void takeControlWords(Stripe& s, char* data);
