@@ -128,29 +128,48 @@ void exchangeMany(const std::map<int, std::unique_ptr<Channel>>& channels, int r
             fmt::format("message {} ({} bytes) from rank {} arrived corrupted", i, in[p][i].size(), p));
 }
 
-MismatchOutcome exchangeMismatched(Channel& ch, int rank, size_t sent, size_t posted) {
-  MismatchOutcome outcome;
-  if (rank == 0) {
-    std::vector<unsigned char> out(sent, 7);
-    ch.postSend(out.data(), sent);
-    try {
-      drive({&ch}, std::chrono::seconds(3));
-    } catch (const std::exception&) {
-      // the receiver gives up on the message, so the rest of it may never be taken
-    }
-    return outcome;
+namespace {
+
+// Sends `bytes` with `tag` and drives the channel for up to 3 s: the receiver may give up on the message (a mismatch),
+// so the rest of it may never be taken.
+void sendToReceiverThatMayGiveUp(Channel& ch, const void* data, size_t bytes, transport::CallTag tag) {
+  ch.postTaggedSend(data, bytes, tag);
+  try {
+    drive({&ch}, std::chrono::seconds(3));
+  } catch (const std::exception&) {
   }
-  const size_t guard = 64;
-  std::vector<unsigned char> in(posted + guard, 0xA5);
-  ch.postRecv(posted, RecvTarget{in.data(), {}, 1});
+}
+
+constexpr size_t kGuardBytes = 64;
+constexpr unsigned char kGuardByte = 0xA5;
+
+// Posts `target` for `posted` bytes (its buffer, or what its sink fills, is `in`: `posted` bytes then kGuardBytes of
+// kGuardByte), drives the channel for up to 10 s, and reports the error it threw, if any, and whether the guard bytes
+// are intact.
+MismatchOutcome receiveGuarded(Channel& ch, size_t posted, RecvTarget target, const std::vector<unsigned char>& in) {
+  MismatchOutcome outcome;
+  ch.postRecv(posted, std::move(target));
   try {
     drive({&ch}, std::chrono::seconds(10));
   } catch (const Error& e) {
     outcome.code = e.code();
     outcome.error = e.what();
   }
-  for (size_t i = posted; i < in.size(); ++i) outcome.guardIntact = outcome.guardIntact && in[i] == 0xA5;
+  for (size_t i = posted; i < in.size(); ++i) outcome.guardIntact = outcome.guardIntact && in[i] == kGuardByte;
   return outcome;
+}
+
+}  // namespace
+
+MismatchOutcome exchangeMismatched(Channel& ch, int rank, size_t sent, size_t posted) {
+  MismatchOutcome outcome;
+  if (rank == 0) {
+    std::vector<unsigned char> out(sent, 7);
+    sendToReceiverThatMayGiveUp(ch, out.data(), sent, 0);
+    return outcome;
+  }
+  std::vector<unsigned char> in(posted + kGuardBytes, kGuardByte);
+  return receiveGuarded(ch, posted, RecvTarget{in.data(), {}, 1}, in);
 }
 
 MismatchOutcome exchangeTagged(Channel& ch, int rank, size_t bytes, transport::CallTag sendTag,
@@ -160,28 +179,15 @@ MismatchOutcome exchangeTagged(Channel& ch, int rank, size_t bytes, transport::C
   std::mt19937 rng(static_cast<unsigned>(bytes) * 31u + sendTag);  // the same bytes on both sides
   for (unsigned char& c : payload) c = static_cast<unsigned char>(rng());
   if (rank == 0) {
-    ch.postTaggedSend(payload.data(), bytes, sendTag);
-    try {
-      drive({&ch}, std::chrono::seconds(3));
-    } catch (const std::exception&) {
-      // the receiver may give up on the message, so the rest of it may never be taken
-    }
+    sendToReceiverThatMayGiveUp(ch, payload.data(), bytes, sendTag);
     return outcome;
   }
-  const size_t guard = 64;
-  std::vector<unsigned char> in(bytes + guard, 0xA5);
+  std::vector<unsigned char> in(bytes + kGuardBytes, kGuardByte);
   RecvTarget target;
   if (sink) target.sink = [&in](const void* data, size_t off, size_t len) { std::memcpy(in.data() + off, data, len); };
   else target.direct = in.data();
   target.tag = recvTag;
-  ch.postRecv(bytes, std::move(target));
-  try {
-    drive({&ch}, std::chrono::seconds(10));
-  } catch (const Error& e) {
-    outcome.code = e.code();
-    outcome.error = e.what();
-  }
-  for (size_t i = bytes; i < in.size(); ++i) outcome.guardIntact = outcome.guardIntact && in[i] == 0xA5;
+  outcome = receiveGuarded(ch, bytes, std::move(target), in);
   *intact = outcome.code == 0 && std::equal(payload.begin(), payload.end(), in.begin());
   return outcome;
 }
