@@ -218,6 +218,52 @@ TEST_CASE("ucx: a receive that does not match the message's length is an error n
   }
 }
 
+TEST_CASE("ucx: a message of the right size tagged for another call is an error; untagged ones pass", "[ucx][tag]") {
+  // As test_transports "[tag]": 8 bits of the call tag travel in the UCX tag (ucx_worker.h: makeTag). Equal tags, or
+  // 0 on either side, deliver the bytes; tags whose 8 bits differ fail the receiver naming the peer. Eager and
+  // rendezvous sizes, direct and sink receives.
+  ScopedEnv env("UCX_TLS", "tcp");
+  struct Tags {
+    transport::CallTag send, recv;
+    bool mismatch;
+  };
+  const Tags cases[] = {{0x1234abcd, 0x1234abcd, false}, {0x1234abcd, 0, false}, {0, 0x1234abcd, false},
+                        {0x1234abcd, 0x1234abce, true}};
+  for (const Tags& t : cases) {
+    for (size_t bytes : {size_t{24}, size_t{3} << 20}) {
+      for (bool sink : {false, true}) {
+        DYNAMIC_SECTION("tags " << t.send << "/" << t.recv << ", " << bytes << " bytes" << (sink ? ", sink" : "")) {
+          auto id = boot::createUniqueId();
+          test::MismatchOutcome seen;
+          bool intact = false;
+          auto errors = runThreads(2, [&](int r) {
+            RankState st = connectRank(id, r, 2);
+            bool mine = false;
+            test::MismatchOutcome out =
+                test::exchangeTagged(*st.channels.at(1 - r), r, bytes, t.send, t.recv, sink, &mine);
+            if (r == 1) {
+              seen = out;
+              intact = mine;
+            }
+            st.boot->barrier();
+          });
+          INFO(firstError(errors));
+          CHECK(firstError(errors).empty());
+          INFO(seen.error);
+          CHECK(seen.guardIntact);
+          if (t.mismatch) {
+            CHECK(seen.code == hocclInvalidUsage);
+            CHECK(seen.error.find("belongs to another call") != std::string::npos);
+          } else {
+            CHECK(seen.code == 0);
+            CHECK(intact);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("ucx: a peer killed mid-transfer is a RemoteError naming it, within seconds", "[ucx][fork]") {
   // Rank 1 exits abruptly (no goodbye) while rank 0 waits for a large message from it. Only UCX can tell rank 0
   // (no communicator health here): its endpoint error must surface as hocclRemoteError naming rank 1, not a hang.

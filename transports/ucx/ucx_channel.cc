@@ -64,7 +64,7 @@ UcxChannel::~UcxChannel() {
   if (!live.empty()) worker_->adoptOrphans(std::move(live));
 }
 
-void UcxChannel::postSend(const void* data, size_t bytes) {
+void UcxChannel::postTaggedSend(const void* data, size_t bytes, CallTag tag) {
   if (bytes == 0) return;  // both sides skip empty messages
   CallScope scope(*this);
   if (!data)
@@ -81,7 +81,7 @@ void UcxChannel::postSend(const void* data, size_t bytes) {
   rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   rp.cb.send = onSent;
   rp.user_data = op.get();
-  void* req = worker_->api().tag_send_nbx(p.ep, data, bytes, makeTag(self_.rank, bytes), &rp);
+  void* req = worker_->api().tag_send_nbx(p.ep, data, bytes, makeTag(self_.rank, bytes, tag), &rp);
   if (req == nullptr) {
     op->done = true;  // sent (or buffered by UCX) at once
   } else if (UCS_PTR_IS_ERR(req)) {
@@ -131,6 +131,14 @@ void UcxChannel::retireRecv(Recv& r) {
         "order)",
         describePeer(peer_), r.bytes, sent));
   }
+  const uint64_t theirs = callTagBitsOf(op.senderTag), mine = callTagBits(r.target.tag);
+  if (op.status == UCS_OK && theirs && mine && theirs != mine)
+    throwMismatch(fmt::format(
+        "ucx: the message from {} belongs to another call: its size ({} bytes) matches this rank's receive, but it "
+        "is tagged for call {:#04x} where this rank receives for call {:#04x}. The two ranks' calls differ (type, op, "
+        "count, collective or order) in a way their message sizes do not show; HOCCL_CHECK_MISMATCH=2 names both "
+        "calls",
+        describePeer(peer_), sent, theirs, mine));
   if (op.status != UCS_OK) fail(fmt::format("receiving {} bytes failed: {}", r.bytes, statusText(op.status)));
   if (op.staging) {
     r.target.sink(op.staging->data.get(), 0, r.bytes);

@@ -6,7 +6,9 @@
 /// ucp_tag_recv_nbx into it; a receive with a sink lands in a registered staging buffer from the worker's pool and is
 /// handed to the sink whole when complete (a whole message is a multiple of any granule). Operations complete in
 /// posting order: a finished one waits for the ones posted before it. Each receive checks the sender's length (in the
-/// tag) against its own: a difference is hocclInvalidUsage naming both, and UCX never writes past the posted buffer.
+/// tag) against its own: a difference is hocclInvalidUsage naming both, and UCX never writes past the posted buffer;
+/// so are 8 bits of the sender's call tag against the receive's (RecvTarget::tag): a message of the right size from
+/// another call is hocclInvalidUsage too (its bytes are in the buffer by then; the call fails).
 /// A peer whose endpoint failed (UCX's error callback), or an operation UCX completes with an error, is
 /// hocclRemoteError naming the peer. Empty messages are skipped on both sides. Every call holds the worker's lock and,
 /// on the way out, tells the worker whether this channel still has operations posted (its idle progress thread runs
@@ -35,7 +37,9 @@ class UcxChannel final : public Channel {
   /// The peer's rank.
   int peer() const override { return peer_.rank; }
   /// Starts a tagged send of the whole message.
-  void postSend(const void* data, size_t bytes) override;
+  void postSend(const void* data, size_t bytes) override { postTaggedSend(data, bytes, 0); }
+  /// The same, carrying 8 bits of the call tag in the UCX tag (ucx_worker.h: makeTag).
+  void postTaggedSend(const void* data, size_t bytes, CallTag tag) override;
   /// Posts a tagged receive (into the buffer, or into staging for a sink).
   void postRecv(size_t bytes, RecvTarget target) override;
   /// Progresses the worker and retires completed operations in order.

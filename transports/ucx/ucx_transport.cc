@@ -29,6 +29,10 @@ std::map<int, std::unique_ptr<Channel>> UcxTransport::connect(const ConnectConte
                                                               const std::vector<int>& peers) {
   std::shared_ptr<Worker> worker;
   std::optional<Error> failure;
+  if (ctx.nranks > kMaxRanks)  // the same answer on every rank
+    throwInvalidUsage(fmt::format("ucx: a communicator of {} ranks is more than the {} a UCX tag can name; use "
+                                  "HOCCL_NET=tcp or ibverbs",
+                                  ctx.nranks, kMaxRanks));
   if (!peers.empty()) {
     try {
       worker = std::make_shared<Worker>(ctx.rank, ctx.nranks, peers.size());

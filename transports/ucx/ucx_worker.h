@@ -26,6 +26,7 @@
 /// match messages in sending order.
 #pragma once
 
+#include "transports/transport.h"
 #include "transports/ucx/ucx_api.h"
 
 #include <chrono>
@@ -41,13 +42,29 @@
 namespace hoccl::transport::ucx {
 
 /// Bits of the tag that carry the message's length.
-inline constexpr int kLengthBits = 40;
-/// The largest message a tag can describe.
+inline constexpr int kLengthBits = 36;
+/// Bits above the length that carry 8 bits of the message's call tag (transport::CallTag; 0: untagged).
+inline constexpr int kCallTagBits = 8;
+/// Where the sender's rank starts (20 bits: at most 2^20 ranks, UcxTransport::connect checks).
+inline constexpr int kRankShift = kLengthBits + kCallTagBits;
+/// The most ranks a communicator over UCX may have.
+inline constexpr int64_t kMaxRanks = int64_t{1} << (64 - kRankShift);
+/// The largest message a tag can describe (64 GiB).
 inline constexpr uint64_t kMaxMessage = (uint64_t{1} << kLengthBits) - 1;
-/// The mask that matches the sender's rank and ignores the length.
-inline constexpr ucp_tag_t kRankMask = ~kMaxMessage;
-/// The tag of a message of `bytes` bytes from `rank`.
-inline ucp_tag_t makeTag(int rank, uint64_t bytes) { return (static_cast<ucp_tag_t>(rank) << kLengthBits) | bytes; }
+/// The mask that matches the sender's rank and ignores the length and the call tag.
+inline constexpr ucp_tag_t kRankMask = ~((ucp_tag_t{1} << kRankShift) - 1);
+/// The 8 bits of `tag` a UCX tag carries (0 only for an untagged message).
+inline uint64_t callTagBits(CallTag tag) {
+  if (!tag) return 0;
+  const uint64_t folded = (tag ^ (tag >> 8) ^ (tag >> 16) ^ (tag >> 24)) & 0xff;
+  return folded ? folded : 1;
+}
+/// The 8 call-tag bits of a UCX tag.
+inline uint64_t callTagBitsOf(ucp_tag_t t) { return (t >> kLengthBits) & ((uint64_t{1} << kCallTagBits) - 1); }
+/// The tag of a message of `bytes` bytes from `rank` for call `tag`.
+inline ucp_tag_t makeTag(int rank, uint64_t bytes, CallTag tag = 0) {
+  return (static_cast<ucp_tag_t>(rank) << kRankShift) | (callTagBits(tag) << kLengthBits) | bytes;
+}
 
 /// One send or receive in flight. Written by UCX's callbacks during ucp_worker_progress.
 struct Op {
