@@ -13,25 +13,25 @@ namespace hoccl {
 /// The message says what failed, on which rank, with which peer, and what to try.
 class Error : public std::runtime_error {
  public:
-  /// Creates an error with code and full message. `breaksCommunicator`: the ranks of the communicator no longer
-  /// agree on where they are (a mismatch of calls), so it cannot be used any more even though the code is a usage
-  /// error.
-  Error(hocclResult_t code, const std::string& message, bool breaksCommunicator = false)
-      : std::runtime_error(message), code_(code), breaksCommunicator_(breaksCommunicator) {}
+  /// Creates an error with code and full message. `mismatch`: the ranks of the communicator no longer agree on where
+  /// they are (a mismatch of calls), so it cannot be used any more even though the code is a usage error. An error
+  /// re-thrown with more context passes on isMismatch(), not breaksCommunicator() (the code says the rest).
+  Error(hocclResult_t code, const std::string& message, bool mismatch = false)
+      : std::runtime_error(message), code_(code), mismatch_(mismatch) {}
   /// The C result code.
   hocclResult_t code() const { return code_; }
   /// True for a mismatch of calls between ranks (throwMismatch).
-  bool isMismatch() const { return breaksCommunicator_; }
+  bool isMismatch() const { return mismatch_; }
   /// True when the communicator cannot be used after this error: a transport, system or internal failure, a timeout, or a
   /// mismatch of calls between ranks.
   bool breaksCommunicator() const {
-    return breaksCommunicator_ || code_ == hocclRemoteError || code_ == hocclTimeout || code_ == hocclSystemError ||
+    return mismatch_ || code_ == hocclRemoteError || code_ == hocclTimeout || code_ == hocclSystemError ||
            code_ == hocclInternalError;
   }
 
  private:
   hocclResult_t code_;
-  bool breaksCommunicator_;
+  bool mismatch_;
 };
 
 /// Throws hocclInvalidArgument with msg.

@@ -305,7 +305,7 @@ bool progress(CheckState& c, bool& moved) {
       throw Error(e.code(),
                   fmt::format("{}: the mismatch check of {} failed: {}", c.comm->describe(),
                               describeFingerprint(c.mine), e.what()),
-                  e.breaksCommunicator());
+                  e.isMismatch());
     }
     pending |= ch->pending() > 0;
   }

@@ -97,7 +97,7 @@ bool Communicator::serviceIdle(const std::vector<int>& waitFor) {
       try {
         link = ch.serviceClose(!pinned_.empty() && pinned_[i] > 0, needed);
       } catch (const Error& e) {
-        throw Error(e.code(), fmt::format("{}: {}", describe(), e.what()), e.breaksCommunicator());
+        throw Error(e.code(), fmt::format("{}: {}", describe(), e.what()), e.isMismatch());
       }
       if (link == transport::Channel::Link::Closed) {
         dropChannel(p);  // removes closable_[k]

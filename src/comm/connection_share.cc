@@ -57,7 +57,7 @@ class BorrowedChannel final : public transport::Channel {
                   fmt::format("{} (the connection to this communicator's rank {} is {}'s, to its rank {}: "
                               "split with splitShare)",
                               e.what(), peer_, ownerName_, owned_.peer()),
-                  e.breaksCommunicator());
+                  e.isMismatch());
     }
   }
   size_t pending() const override { return owned_.pending(); }

@@ -374,7 +374,7 @@ bool advance(Cursor& c) {
         throw Error(e.code(),
                     fmt::format("{}: {} step {}/{} failed: {}", c.comm->describe(), t.what(), c.step + 1,
                                 t.schedule->steps.size(), e.what()),
-                    e.breaksCommunicator());
+                    e.isMismatch());
       }
       pending |= ch->pending() > 0;
     }
