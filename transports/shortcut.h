@@ -53,6 +53,15 @@ struct CollCall {
 
 /// "AllReduce(count=1024, float, sum)" or "Broadcast(count=8, int32, root 0)": how messages name a call.
 std::string describeCall(const CollCall& call);
+/// What `call` is, in one word that two ranks compare (the call board, shm_session.h; the call tag, comm/plan.h):
+/// collective, type, op (reducing collectives only; every PreMulSum alike, its handles being numbered per rank),
+/// host or device buffers (kShapeDeviceBit; host and shared host alike) and root (rooted collectives only). Two ranks
+/// making the same call get the same word.
+uint64_t callShape(const CollCall& call);
+/// The bit of callShape that says the buffers are device memory.
+inline constexpr uint64_t kShapeDeviceBit = uint64_t{1} << 24;
+/// The call a callShape word describes, with `count` (no buffers; device buffers as Device, else Host).
+CollCall callOfShape(uint64_t shape, uint64_t count);
 /// Bytes of the input buffer of `call` on a communicator of `nranks` ranks.
 size_t inputBytes(const CollCall& call, int nranks);
 /// Bytes of the output buffer of `call` (on a rank that has an output).

@@ -224,15 +224,10 @@ transport::CollCall collCallOf(const Op& op) {
 }
 
 transport::CallTag callTagOf(const Op& op) {
-  struct {
-    uint64_t number, count;
-    int32_t root;
-    uint8_t coll, dtype, op, pad = 0;
-  } what{op.seq + 1, op.count, isRooted(op.coll) ? op.root : -1, static_cast<uint8_t>(op.coll),
-         static_cast<uint8_t>(op.dtype), uint8_t{0xff}};
-  const bool reducing = op.coll == Coll::AllReduce || op.coll == Coll::Reduce || op.coll == Coll::ReduceScatter;
-  if (reducing) what.op = op.op < hocclNumOps ? static_cast<uint8_t>(op.op) : uint8_t{0xfe};  // handles are per rank
-  const uint64_t h = fnv1a(&what, sizeof(what));
+  // The buffers' kind stays out: device messages travel over channels that drop the tag anyway.
+  const transport::CollCall c = collCallOf(op);
+  const uint64_t what[3] = {c.number, c.count, transport::callShape(c) & ~transport::kShapeDeviceBit};
+  const uint64_t h = fnv1a(what, sizeof(what));
   const auto tag = static_cast<transport::CallTag>(h ^ (h >> 32));
   return tag ? tag : 1;
 }

@@ -192,4 +192,18 @@ MismatchOutcome exchangeTagged(Channel& ch, int rank, size_t bytes, transport::C
   return outcome;
 }
 
+std::string taggedProblems(const MismatchOutcome& seen, bool intact, bool mismatch, const std::string& peer) {
+  std::string problems;
+  if (!seen.guardIntact) problems += "; wrote past its buffer";
+  if (mismatch) {
+    if (seen.code != hocclInvalidUsage) problems += fmt::format("; code {} instead of hocclInvalidUsage", seen.code);
+    if (seen.error.find("belongs to another call") == std::string::npos) problems += "; not called another call's";
+    if (!peer.empty() && seen.error.find(peer) == std::string::npos) problems += "; does not name " + peer;
+  } else {
+    if (seen.code != 0) problems += fmt::format("; failed with code {}", seen.code);
+    if (!intact) problems += "; the bytes did not arrive intact";
+  }
+  return problems.empty() ? problems : problems.substr(2);
+}
+
 }  // namespace hoccl::test

@@ -50,5 +50,9 @@ MismatchOutcome exchangeMismatched(transport::Channel& ch, int rank, size_t sent
 /// rank 1 receives and reports what it saw; `intact` (when it saw no error) says the bytes arrived unchanged.
 MismatchOutcome exchangeTagged(transport::Channel& ch, int rank, size_t bytes, transport::CallTag sendTag,
                                transport::CallTag recvTag, bool sink, bool* intact);
+/// What is wrong with the receiver's side of exchangeTagged ("" when nothing): with `mismatch` it must have failed
+/// with hocclInvalidUsage saying the message belongs to another call (naming `peer`, when given), else delivered the
+/// bytes intact; either way nothing past its buffer.
+std::string taggedProblems(const MismatchOutcome& seen, bool intact, bool mismatch, const std::string& peer);
 
 }  // namespace hoccl::test

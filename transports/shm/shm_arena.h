@@ -69,7 +69,7 @@ constexpr uint64_t kArenaNotes = 16;
 struct alignas(64) CallNote {
   std::atomic<uint64_t> number;  ///< the collective's number on the communicator (CollCall::number), 0 while written
   std::atomic<uint64_t> count;   ///< count as the C API takes it
-  std::atomic<uint64_t> shape;   ///< collective, type, op, device buffers (8 bits each), root (32 bits)
+  std::atomic<uint64_t> shape;   ///< what the call is (transports/shortcut.h: callShape)
 };
 static_assert(sizeof(CallNote) == 64, "one call note per cache line");
 

@@ -17,18 +17,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kLivenessInterval = std::chrono::milliseconds(100);
 
-// The call-board encoding of what a call is (CallNote::shape): collective, type, op, device buffers, root.
-uint64_t shapeOf(const CollCall& call) {
-  const bool device = !kernels::isHostKind(call.sendKind) || !kernels::isHostKind(call.recvKind);
-  const int32_t root = isRooted(call.coll) ? call.root : 0;
-  // Every PreMulSum is 0xfe, whichever handle (the mismatch check's fingerprint does the same): handles are numbered
-  // per rank, so two ranks' handles for the same call may differ.
-  const uint8_t op = call.op < hocclNumOps ? static_cast<uint8_t>(call.op) : uint8_t{0xfe};
-  return uint64_t{static_cast<uint8_t>(call.coll)} | uint64_t{static_cast<uint8_t>(call.dtype)} << 8 |
-         uint64_t{op} << 16 | uint64_t{device} << 24 |
-         uint64_t{static_cast<uint32_t>(root)} << 32;
-}
-
 // "device" or "host": the kind a call's buffers count as when ranks compare calls.
 const char* kindWord(const CollCall& call) {
   return kernels::isHostKind(call.sendKind) && kernels::isHostKind(call.recvKind) ? "host" : "device";
@@ -75,7 +63,7 @@ void ArenaSession::noteCall(const CollCall& call) {
   note.number.store(0, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   note.count.store(call.count, std::memory_order_relaxed);
-  note.shape.store(shapeOf(call), std::memory_order_relaxed);
+  note.shape.store(callShape(call), std::memory_order_relaxed);
   note.number.store(call.number, std::memory_order_release);
 }
 
@@ -86,15 +74,8 @@ std::optional<CollCall> ArenaSession::peerCall(int r, uint64_t number) const {
   const uint64_t shape = note.shape.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (note.number.load(std::memory_order_relaxed) != number) return std::nullopt;  // rewritten meanwhile
-  CollCall c;
+  CollCall c = callOfShape(shape, count);
   c.number = number;
-  c.count = count;
-  c.coll = static_cast<Coll>(shape & 0xff);
-  c.dtype = static_cast<hocclDataType_t>((shape >> 8) & 0xff);
-  c.op = static_cast<hocclRedOp_t>((shape >> 16) & 0xff);
-  const bool device = ((shape >> 24) & 0xff) != 0;
-  c.sendKind = c.recvKind = device ? kernels::MemoryKind::Device : kernels::MemoryKind::Host;
-  c.root = static_cast<int32_t>(static_cast<uint32_t>(shape >> 32));
   return c;
 }
 
@@ -188,7 +169,7 @@ void Exchange::compareNotes() const {
   for (int r = 0; r < session_.nranks(); ++r) {
     if (!waitingOn(r)) continue;
     const std::optional<CollCall> theirs = session_.peerCall(r, call_.number);
-    if (!theirs || (shapeOf(*theirs) == shapeOf(call_) && theirs->count == call_.count)) continue;
+    if (!theirs || (callShape(*theirs) == callShape(call_) && theirs->count == call_.count)) continue;
     const bool kinds = std::string(kindWord(*theirs)) != kindWord(call_);
     throwMismatch(fmt::format(
         "{}: the calls do not match at call #{} of this communicator: this rank called {} on {} buffers "
