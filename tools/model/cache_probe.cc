@@ -98,10 +98,13 @@ CacheFit measureCacheGain(Job& job, const topo::LinkModel& m) {
     const double s = algo::predict(hoRing, at, t, sizeof(float), strong).seconds;
     if (best == 0 || s < best) {
       best = s;
-      chunked = at;
       f.chunkBytes = bytes;
     }
   }
+  // Every rank must run the same schedule: each rank's model was calibrated on its own, and two chunks predicted
+  // nearly alike could be picked differently (ranks then sent pieces of different sizes; hoccl_model failed once so).
+  f.chunkBytes = static_cast<size_t>(job.maxOf(static_cast<double>(f.chunkBytes)));
+  chunked.chunkCount = f.chunkBytes / sizeof(float);
   const std::vector<double> times = allReduceTimes(job, {args, chunked}, {&ring, &hoRing}, 7);
   f.ring = times[0];
   f.hoRing = times[1];
