@@ -1,7 +1,8 @@
 /// @file device_channel.h
 /// Channels for device buffers the host cannot touch (a GPU's; the simulated device in strict mode). The executor's
 /// device tasks send and receive through one DeviceChannel per peer, a second set beside the transports' Channels
-/// (transport.h). Two kinds exist: the staging pipeline through pinned host memory over the peer's Channel (the
+/// (transport.h). Like those, they carry the call tag (postTaggedSend, RecvTarget::tag) and fail a message of the
+/// right size tagged for another call. Two kinds exist: the staging pipeline through pinned host memory over the peer's Channel (the
 /// core's, src/exec/staged_channel.h; works over every transport), and a direct path between the devices of two ranks
 /// on one host (transports/cuda_ipc/: the receiver's device slots mapped through IPC handles), which falls back to
 /// the staging pipeline when the devices cannot reach each other. The registry (registry.h) chooses; the core never
@@ -24,8 +25,10 @@ namespace hoccl::transport {
 /// the host to read device memory): reductions go through postRecvReduce. Zero-byte operations complete at once.
 class DeviceChannel : public Channel {
  public:
-  /// Receives n elements of dt and stores dst[i] = op(src[i], received[i]) (device memory; dst may equal src).
-  virtual void postRecvReduce(void* dst, const void* src, size_t n, hocclDataType_t dt, kernels::BinOp op) = 0;
+  /// Receives n elements of dt and stores dst[i] = op(src[i], received[i]) (device memory; dst may equal src). The
+  /// message must be tagged `tag` (RecvTarget::tag; 0: not compared), as postRecv's target.tag for plain receives.
+  virtual void postRecvReduce(void* dst, const void* src, size_t n, hocclDataType_t dt, kernels::BinOp op,
+                              CallTag tag) = 0;
   /// The peer's Channel that this channel sends through (its control messages, or all of its data).
   virtual const Channel& wire() const = 0;
   /// Which path carries the data now, for logs and tests: "staged", "p2p", or "negotiating" before the two ranks

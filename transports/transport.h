@@ -30,8 +30,9 @@ struct RecvTarget {
   void* direct = nullptr;  ///< if non-null, bytes are written here and sink is unused
   RecvSink sink;           ///< called with pieces when direct is null
   size_t granule = 1;      ///< piece lengths passed to sink are multiples of this (1, 2, 4 or 8)
-  /// The call this receive belongs to: a channel that carries tags (shm, tcp) fails a message of the right size that
-  /// is tagged for another call (a mismatch), where sizes alone would let wrong data through. 0: not compared.
+  /// The call this receive belongs to: a channel that carries tags (all of the library's) fails a message of the
+  /// right size that is tagged for another call (a mismatch), where sizes alone would let wrong data through. 0: not
+  /// compared.
   CallTag tag = 0;
 };
 
@@ -45,8 +46,8 @@ class Channel {
   virtual void postSend(const void* data, size_t bytes) = 0;
   /// Posts a receive of exactly `bytes` bytes. Receives complete in posting order, as do sends.
   virtual void postRecv(size_t bytes, RecvTarget target) = 0;
-  /// postSend for a message of call `tag` (RecvTarget::tag). The default drops the tag (ucx, ibverbs and the device
-  /// channels do not carry it: their receivers compare sizes only).
+  /// postSend for a message of call `tag` (RecvTarget::tag). Every channel of the library carries the tag (shm,
+  /// tcp, ucx, ibverbs, the device channels); the default, which drops it, is for channels that compare sizes only.
   virtual void postTaggedSend(const void* data, size_t bytes, CallTag tag) {
     (void)tag;
     postSend(data, bytes);

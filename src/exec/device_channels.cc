@@ -14,9 +14,13 @@ class StagedDeviceChannel final : public transport::DeviceChannel {
   StagedDeviceChannel(transport::Channel& wire, device::Device& dev, int self) : staged_(wire, dev, self) {}
   int peer() const override { return staged_.peer(); }
   void postSend(const void* data, size_t bytes) override { staged_.postSend(data, bytes); }
+  void postTaggedSend(const void* data, size_t bytes, transport::CallTag tag) override {
+    staged_.postTaggedSend(data, bytes, tag);
+  }
   void postRecv(size_t bytes, transport::RecvTarget target) override { staged_.postRecv(bytes, std::move(target)); }
-  void postRecvReduce(void* dst, const void* src, size_t n, hocclDataType_t dt, kernels::BinOp op) override {
-    staged_.postRecvReduce(dst, src, n, dt, op);
+  void postRecvReduce(void* dst, const void* src, size_t n, hocclDataType_t dt, kernels::BinOp op,
+                      transport::CallTag tag) override {
+    staged_.postRecvReduce(dst, src, n, dt, op, tag);
   }
   bool progress() override { return staged_.progress(); }
   size_t pending() const override { return staged_.pending(); }

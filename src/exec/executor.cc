@@ -116,7 +116,7 @@ void postStep(Cursor& c) {
       case sched::PrimKind::RecvReduce: {
         if (b.staged) {  // reduced on the device (from pinned host memory, or the device's own slots)
           transport::DeviceChannel& ch = comm.deviceChannel(p.peer);
-          ch.postRecvReduce(at(b, p.dst, p.dstOff), at(b, p.src, p.srcOff), p.count, b.dtype, b.op);
+          ch.postRecvReduce(at(b, p.dst, p.dstOff), at(b, p.src, p.srcOff), p.count, b.dtype, b.op, t.tag);
           comm.counters().received[comm.topology().linkClass(comm.rank(), p.peer)] += bytes;
           touch(&ch);
           break;

@@ -113,10 +113,10 @@ void StagedChannel::expectHello() {
   ++wireRecvsOpen_;
 }
 
-void StagedChannel::postSend(const void* data, size_t bytes) {
+void StagedChannel::postTaggedSend(const void* data, size_t bytes, transport::CallTag tag) {
   if (bytes == 0) return;
   if (!helloSent_) sayHello();
-  sends_.push_back(SendOp{static_cast<const char*>(data), bytes});
+  sends_.push_back(SendOp{static_cast<const char*>(data), bytes, tag});
   launchCopies();
 }
 
@@ -124,14 +124,16 @@ void StagedChannel::postRecv(size_t bytes, transport::RecvTarget target) {
   if (!target.direct)
     throwInternalError(fmt::format("staged channel to rank {}: a receive through a sink cannot be staged", peer()));
   if (bytes == 0) return;
-  recvs_.push_back(RecvOp{static_cast<char*>(target.direct), nullptr, bytes, 1, 0, hocclUint8, kernels::BinOp::Sum});
+  recvs_.push_back(
+      RecvOp{static_cast<char*>(target.direct), nullptr, bytes, 1, hocclUint8, kernels::BinOp::Sum, target.tag});
   postRecvPieces(&recvs_.back());
 }
 
-void StagedChannel::postRecvReduce(void* dst, const void* src, size_t n, hocclDataType_t dt, kernels::BinOp op) {
+void StagedChannel::postRecvReduce(void* dst, const void* src, size_t n, hocclDataType_t dt, kernels::BinOp op,
+                                   transport::CallTag tag) {
   if (n == 0) return;
   const size_t elem = kernels::typeSize(dt);
-  recvs_.push_back(RecvOp{static_cast<char*>(dst), static_cast<const char*>(src), n * elem, elem, 0, dt, op});
+  recvs_.push_back(RecvOp{static_cast<char*>(dst), static_cast<const char*>(src), n * elem, elem, dt, op, tag});
   postRecvPieces(&recvs_.back());
 }
 
@@ -141,6 +143,7 @@ void StagedChannel::postRecvPieces(RecvOp* op) {
     const size_t len = std::min(pieceBytes_, op->bytes - start);
     transport::RecvTarget t;
     t.granule = op->elemSize;
+    t.tag = op->tag;  // every piece carries its call's tag: the wire compares it (shm, tcp, ucx)
     t.sink = [this, op, start, len](const void* data, size_t offset, size_t n) {
       deliver(op, start + offset, data, n);
       if (offset + n == len) --wireRecvsOpen_;
@@ -210,7 +213,7 @@ bool StagedChannel::postCopied() {
   while (!copying_.empty() && dev_.query(sendSlots_[static_cast<size_t>(copying_.front().slot)].done)) {
     const SendPiece p = copying_.front();
     copying_.pop_front();
-    wire_.postSend(sendSlots_[static_cast<size_t>(p.slot)].data, p.len);
+    wire_.postTaggedSend(sendSlots_[static_cast<size_t>(p.slot)].data, p.len, p.op->tag);
     onWire_.push_back(p);
     moved = true;
   }

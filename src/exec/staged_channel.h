@@ -47,12 +47,17 @@ class StagedChannel final : public transport::Channel {
   /// The wrapped channel.
   const transport::Channel& wire() const { return wire_; }
   int peer() const override { return wire_.peer(); }
-  /// Sends bytes of device memory at data.
-  void postSend(const void* data, size_t bytes) override;
-  /// Receives bytes into device memory at target.direct (a sink is refused: use postRecvReduce).
+  /// Sends bytes of device memory at data (untagged).
+  void postSend(const void* data, size_t bytes) override { postTaggedSend(data, bytes, 0); }
+  /// Sends bytes of device memory at data; every piece goes on the wire with the call's tag.
+  void postTaggedSend(const void* data, size_t bytes, transport::CallTag tag) override;
+  /// Receives bytes into device memory at target.direct (a sink is refused: use postRecvReduce); target.tag is
+  /// compared by the wire with each piece's.
   void postRecv(size_t bytes, transport::RecvTarget target) override;
-  /// Receives n elements of dt and stores dst[i] = op(src[i], received[i]) (device memory; dst may equal src).
-  void postRecvReduce(void* dst, const void* src, size_t n, hocclDataType_t dt, kernels::BinOp op);
+  /// Receives n elements of dt and stores dst[i] = op(src[i], received[i]) (device memory; dst may equal src); each
+  /// piece's tag must be `tag` (0: not compared).
+  void postRecvReduce(void* dst, const void* src, size_t n, hocclDataType_t dt, kernels::BinOp op,
+                      transport::CallTag tag);
   bool progress() override;
   size_t pending() const override;
   void waitForActivity(int timeoutMicros) override;
@@ -64,7 +69,9 @@ class StagedChannel final : public transport::Channel {
   };
   struct SendOp {
     const char* src;
-    size_t bytes, launched = 0, finished = 0;
+    size_t bytes;
+    transport::CallTag tag;  // on every piece
+    size_t launched = 0, finished = 0;
   };
   struct SendPiece {
     int slot;
@@ -74,9 +81,11 @@ class StagedChannel final : public transport::Channel {
   struct RecvOp {
     char* dst;
     const char* src;  // reductions: the other operand; null for a plain receive
-    size_t bytes, elemSize, landed = 0;
+    size_t bytes, elemSize;
     hocclDataType_t dtype;
     kernels::BinOp op;
+    transport::CallTag tag;  // each piece's expected tag (0: not compared)
+    size_t landed = 0;
   };
   struct RecvPiece {
     int slot;

@@ -9,7 +9,9 @@
 // carried bytes, and a send and a receive of different sizes fail on both ranks with hocclInvalidUsage naming both
 // and the two sizes, with not a byte written into the receive buffer. With 2 ranks, last, rank 1 dies while rank 0's pieces
 // of a large all-reduce wait in its slots (direct path): rank 0's call fails naming rank 1 (the shm channel carrying the
-// frames watches its pid), its stream is released, and no wait outlives HOCCL_TIMEOUT.
+// frames watches its pid), its stream is released, and no wait outlives HOCCL_TIMEOUT. With HOCCL_CHECK_MISMATCH=0, a
+// float against an int32 all-reduce of the same bytes fails on every rank (the device channels' call tags). With
+// HOCCL_DEVICE_P2P=0 everything is staged and the direct path's own checks are skipped.
 //
 // Usage: mp_device --ranks N
 #include <unistd.h>
@@ -153,6 +155,12 @@ int failure(hocclComm_t comm, int rank) {
   return 0;
 }
 
+// True with HOCCL_DEVICE_P2P=0: device buffers are staged through host memory, never direct.
+bool stagedOnly() {
+  const char* p2p = std::getenv("HOCCL_DEVICE_P2P");
+  return p2p && std::string(p2p) == "0";
+}
+
 // Staging with different HOCCL_STAGING_CHUNK on the ranks (set before a new communicator's first staged transfer):
 // the call fails on every rank instead of mixing up messages, naming the variable (a rank that compared pieces
 // itself, or the job's verdict); the stream is released and the failure is the communicator's async error.
@@ -160,6 +168,7 @@ int stagingMismatch(hocclComm_t comm, int rank) {
   if (hoccl::device::current()->hostAccessible()) return 0;  // nothing is staged
   hocclComm_t sub = nullptr;
   MP_CHECK(rank, hocclCommSplit(comm, 0, rank, &sub, nullptr));
+  const bool stagedAll = stagedOnly();
   setenv("HOCCL_STAGING_CHUNK", rank == 0 ? "4096" : "8192", 1);
   setenv("HOCCL_DEVICE_P2P", "0", 1);  // the direct path does not need equal pieces: stage
   float* buf = nullptr;
@@ -169,7 +178,7 @@ int stagingMismatch(hocclComm_t comm, int rank) {
   MP_CHECK(rank, hocclAllReduce(buf, buf, 20000, hocclFloat, hocclSum, sub, s));
   MP_CHECK(rank, hocclStreamSynchronize(s));  // released, not hung
   unsetenv("HOCCL_STAGING_CHUNK");
-  unsetenv("HOCCL_DEVICE_P2P");
+  if (!stagedAll) unsetenv("HOCCL_DEVICE_P2P");  // as the test was started
   hocclResult_t async = hocclSuccess;
   MP_CHECK(rank, hocclCommGetAsyncError(sub, &async));
   if (async == hocclSuccess || async == hocclInProgress)
@@ -266,9 +275,47 @@ int kindMismatch(hocclComm_t comm, int rank, size_t count, const std::string& co
   return 0;
 }
 
+// Without the mismatch check (HOCCL_CHECK_MISMATCH=0), device buffers everywhere: rank 0 all-reduces 10,000 floats,
+// the others 10,000 int32 (the same bytes, so no size check can tell). Every piece on the device channels carries
+// its call's tag (transport.h: RecvTarget::tag), directly between the devices and staged alike: every rank's call
+// must fail (never success with wrong data), within 5 s, its stream released.
+int typeMismatch(hocclComm_t comm, int rank) {
+  if (hoccl::device::current()->hostAccessible()) return 0;  // the transports move device buffers themselves
+  hocclComm_t sub = nullptr;
+  MP_CHECK(rank, hocclCommSplit(comm, 0, rank, &sub, nullptr));
+  constexpr size_t kCount = 10000;
+  void *in = nullptr, *out = nullptr;
+  MP_CHECK(rank, hocclDeviceMalloc(&in, kCount * 4));
+  MP_CHECK(rank, hocclDeviceMalloc(&out, kCount * 4));
+  std::vector<int32_t> ones(kCount, 1);
+  MP_CHECK(rank, hocclDeviceMemcpy(in, ones.data(), kCount * 4));
+  hocclStream_t s = nullptr;
+  MP_CHECK(rank, hocclStreamCreate(&s));
+  const auto start = std::chrono::steady_clock::now();
+  const hocclDataType_t type = rank == 0 ? hocclFloat : hocclInt32;
+  MP_CHECK(rank, hocclAllReduce(in, out, kCount, type, hocclSum, sub, s));
+  MP_CHECK(rank, hocclStreamSynchronize(s));  // released, not hung
+  hocclResult_t async = hocclSuccess;
+  MP_CHECK(rank, hocclCommGetAsyncError(sub, &async));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string why = hocclGetLastError(sub);
+  if (async == hocclSuccess || async == hocclInProgress || seconds > 5.0)
+    return fail(rank, "float against int32 all-reduce of 10000 elements on device buffers, unchecked, gave code " +
+                          std::to_string(async) + " after " + std::to_string(seconds) + " s: " + why);
+  std::printf("rank %d: float vs int32 on device buffers without the check: code %d after %.2f s: %s\n", rank, async,
+              seconds, why.c_str());
+  double one = 1, all = 0;  // every rank has seen the failure before any aborts
+  MP_CHECK(rank, hocclAllReduce(&one, &all, 1, hocclDouble, hocclSum, comm, nullptr));
+  hocclCommAbort(sub);
+  MP_CHECK(rank, hocclDeviceFree(in));
+  MP_CHECK(rank, hocclDeviceFree(out));
+  MP_CHECK(rank, hocclStreamDestroy(s));
+  return 0;
+}
+
 // The direct path carried the ordering checks' bytes (ranks on one host, strict simulated device).
 int directPathRan(int rank) {
-  if (hoccl::device::current()->hostAccessible()) return 0;  // the transports move device buffers themselves
+  if (hoccl::device::current()->hostAccessible() || stagedOnly()) return 0;  // the transports move device buffers themselves
   const auto& st = hoccl::transport::deviceChannelStats();
   if (st.p2pChannels == 0 || st.p2pBytesReceived == 0 || st.fallbackChannels != 0)
     return fail(rank,
@@ -284,7 +331,7 @@ int directPathRan(int rank) {
 // rank 0 fails too (the job's verdict) instead of waiting for credits. Ranks 2 and up sit it out in a communicator of
 // their own.
 int directSizeMismatch(hocclComm_t comm, int rank) {
-  if (hoccl::device::current()->hostAccessible()) return 0;
+  if (hoccl::device::current()->hostAccessible() || stagedOnly()) return 0;
   hocclComm_t sub = nullptr;
   MP_CHECK(rank, hocclCommSplit(comm, rank < 2 ? 0 : 1, rank, &sub, nullptr));
   if (rank >= 2) {
@@ -383,10 +430,12 @@ int main(int argc, char** argv) {
       for (size_t count : {size_t{20000}, size_t{256}, size_t{200000}})
         if (int e = kindMismatch(comm, rank, count)) return e;
     const char* checkMode = std::getenv("HOCCL_CHECK_MISMATCH");
-    if (n > 1 && checkMode && std::string(checkMode) == "0")  // the other collectives, where no check catches them
+    if (n > 1 && checkMode && std::string(checkMode) == "0") {  // where no check catches them
       for (const char* coll : {"broadcast", "allgather", "reducescatter"})
         for (size_t count : {size_t{1}, size_t{4000}, size_t{200000}})
           if (int e = kindMismatch(comm, rank, count, coll)) return e;
+      if (int e = typeMismatch(comm, rank)) return e;
+    }
     if (n > 1)
       if (int e = failure(comm, rank)) return e;
     if (n == 2) {  // last: rank 1 dies in it

@@ -25,6 +25,7 @@
 
 #include <fmt/format.h>
 
+#include "channel_exchange.h"
 #include "scoped_env.h"
 #include "fake_verbs.h"
 #include "rank_runner.h"
@@ -956,6 +957,46 @@ TEST_CASE("ibverbs on a simulated device: a receive shorter than the message is 
   CHECK(errors[0].empty());
   CHECK_THAT(errors[1], Contains("receive of 100 bytes") && Contains("sent 200 bytes") && Contains("rank 0"));
   CHECK(std::all_of(guard.begin(), guard.end(), [](unsigned char b) { return b == 0xab; }));  // nothing written
+}
+
+TEST_CASE("ibverbs on a simulated device: a message of the right size tagged for another call is refused",
+          "[ibverbs][sim][tag]") {
+  // The chunk header carries the call tag (transport.h: RecvTarget::tag): equal tags, or 0 on either side, deliver
+  // the bytes; different tags fail the receiver with hocclInvalidUsage naming the peer, nothing past its buffer.
+  struct Tags {
+    transport::CallTag send, recv;
+    bool mismatch;
+  };
+  const Tags cases[] = {{0x1234abcd, 0x1234abcd, false}, {0x1234abcd, 0, false}, {0, 0x1234abcd, false},
+                        {0x1234abcd, 0x1234abce, true}, {7, 0x70001, true}};
+  ScopedEnv slots("HOCCL_IB_SLOTS", "2"), slotSize("HOCCL_IB_SLOT_SIZE", "4096");
+  for (const Tags& t : cases) {
+    for (size_t bytes : {size_t{24}, size_t{3 * 4032 + 5}}) {
+      for (bool sink : {false, true}) {
+        DYNAMIC_SECTION("tags " << t.send << "/" << t.recv << ", " << bytes << " bytes" << (sink ? ", sink" : "")) {
+          FakeVerbs fake;
+          auto id = boot::createUniqueId();
+          test::MismatchOutcome seen;
+          bool intact = false;
+          auto errors = test::runThreads(2, [&](int r) {
+            SimRank st = connectSim(id, r, 2, fake.lib());
+            bool mine = false;
+            test::MismatchOutcome out =
+                test::exchangeTagged(*st.channels.at(1 - r), r, bytes, t.send, t.recv, sink, &mine);
+            if (r == 1) {
+              seen = out;
+              intact = mine;
+            }
+            st.boot->barrier();  // nobody tears down while a peer still reads its credit word
+          });
+          INFO(test::firstError(errors));
+          CHECK(test::firstError(errors).empty());
+          INFO(seen.error);
+          CHECK(test::taggedProblems(seen, intact, t.mismatch, "rank 0 (host simhost0") == "");
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("ibverbs on a simulated device: a failed write is an error naming peer, device and status",

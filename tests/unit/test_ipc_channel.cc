@@ -1,7 +1,8 @@
 // The direct device path's channel (transports/cuda_ipc/cuda_ipc_channel.h) between two "ranks" of this process on the
 // simulated device, over an in-memory wire: data and reductions through the peer's slots with the credits cycling,
 // a receive posted only after the peer's Readys arrived (the schedules' steps need not line up), a size mismatch
-// refused naming both ranks, and the fallback when one side does not take part.
+// refused naming both ranks, a piece tagged for another call refused, and the fallback when one side does not take
+// part.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -73,7 +74,9 @@ class Recorder final : public DeviceChannel {
   int peer() const override { return wire_.peer(); }
   void postSend(const void*, size_t) override { ++sends; }
   void postRecv(size_t, RecvTarget) override { ++recvs; }
-  void postRecvReduce(void*, const void*, size_t, hocclDataType_t, kernels::BinOp) override { ++recvs; }
+  void postRecvReduce(void*, const void*, size_t, hocclDataType_t, kernels::BinOp, transport::CallTag) override {
+    ++recvs;
+  }
   bool progress() override { return false; }
   size_t pending() const override { return 0; }
   const Channel& wire() const override { return wire_; }
@@ -151,7 +154,7 @@ TEST_CASE("direct device channel: pieces through the peer's slots, a receive pos
   CHECK(stats.fdMappedChannels - fdBefore == (fd ? 2u : 0u));
   CHECK(stats.legacyMappedChannels - legacyBefore == (fd ? 0u : 2u));
   CHECK(c1.pending() > 0);  // its send waits for rank 0's receive
-  c0.postRecvReduce(r0, local0, nB, hocclFloat, kernels::BinOp::Sum);
+  c0.postRecvReduce(r0, local0, nB, hocclFloat, kernels::BinOp::Sum, 0);
   drive(c0, c1, [&] { return c0.pending() == 0 && c1.pending() == 0; });
 
   std::vector<float> gotA(nA), gotB(nB);
@@ -188,6 +191,59 @@ TEST_CASE("direct device channel: a send and a receive of different sizes fail n
   std::vector<char> after(1000);
   dev->memcpy(after.data(), dst, 1000);
   CHECK(after == pattern);  // nothing landed
+  dev->free(src);
+  dev->free(dst);
+}
+
+TEST_CASE("direct device channel: a piece of the right size tagged for another call fails naming both",
+          "[cuda_ipc][tag]") {
+  // Equal tags, or 0 on either side, deliver (a copy, and a reduction); different tags fail the receiver with
+  // hocclInvalidUsage naming both ranks and both calls, before a byte lands.
+  struct Tags {
+    transport::CallTag send, recv;
+    bool mismatch;
+  };
+  const Tags t = GENERATE(Tags{0xabc, 0xabc, false}, Tags{0xabc, 0, false}, Tags{0, 0xabc, false},
+                          Tags{0xabc, 0xabd, true});
+  const bool reduce = GENERATE(false, true);
+  auto dev = device::makeSimDevice();
+  Pipe p01, p10;
+  FakeWire w0(1, p10, p01), w1(0, p01, p10);
+  IpcChannel c0(w0, *dev, 0, 1, true, 4096, 2, noFallback());
+  IpcChannel c1(w1, *dev, 1, 0, true, 4096, 2, noFallback());
+  const size_t n = 2500;  // floats: 3 pieces of 4096 bytes
+  const std::vector<float> sent = iota(n, 3.0f), pattern = iota(n, -1.0f);
+  void* src = dev->malloc(n * sizeof(float));
+  void* dst = dev->malloc(n * sizeof(float));
+  dev->memcpy(src, sent.data(), n * sizeof(float));
+  dev->memcpy(dst, pattern.data(), n * sizeof(float));
+  c0.postTaggedSend(src, n * sizeof(float), t.send);
+  if (reduce) {
+    c1.postRecvReduce(dst, dst, n, hocclFloat, kernels::BinOp::Sum, t.recv);
+  } else {
+    RecvTarget target;
+    target.direct = dst;
+    target.granule = 4;
+    target.tag = t.recv;
+    c1.postRecv(n * sizeof(float), target);
+  }
+  std::string error;
+  try {
+    drive(c0, c1, [&] { return c0.pending() == 0 && c1.pending() == 0; });
+  } catch (const Error& e) {
+    CHECK(e.code() == hocclInvalidUsage);
+    error = e.what();
+  }
+  std::vector<float> got(n);
+  dev->memcpy(got.data(), dst, n * sizeof(float));
+  if (t.mismatch) {
+    CHECK_THAT(error, Catch::Contains("rank 0 sent a piece of the right size for call 0x00000abc where rank 1 is in "
+                                      "call 0x00000abd"));
+    CHECK(got == pattern);  // nothing landed
+  } else {
+    CHECK(error.empty());
+    for (size_t i = 0; i < n; ++i) REQUIRE(got[i] == (reduce ? pattern[i] + sent[i] : sent[i]));
+  }
   dev->free(src);
   dev->free(dst);
 }

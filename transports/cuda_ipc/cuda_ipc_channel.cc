@@ -148,6 +148,7 @@ void IpcChannel::sendPieceFrame(Kind kind, const Piece& p) {
   m.seq = p.seq;
   m.opBytes = p.op->bytes;
   m.len = p.len;
+  m.tag = p.op->tag;
   sendFrame(&m, sizeof m);
 }
 
@@ -182,6 +183,14 @@ void IpcChannel::mismatch(const std::string& what) const {
                           "devices: both calls must move the same bytes; check the count and datatype on both ranks)",
                           what, peer(), rank_),
               true);  // the ranks no longer agree on the frames: the communicator is unusable
+}
+
+void IpcChannel::checkTag(CallTag theirs, CallTag mine, const char* verb) const {
+  if (theirs && mine && theirs != mine)
+    mismatch(fmt::format("rank {} {} a piece of the right size for call {:#010x} where rank {} is in call {:#010x}: "
+                         "the two ranks' calls differ (type, op, count, collective or order) in a way their sizes do "
+                         "not show; HOCCL_CHECK_MISMATCH=2 names both calls",
+                         peer(), verb, theirs, rank_, mine));
 }
 
 void IpcChannel::onFrame(const Frame& f) {
@@ -371,13 +380,14 @@ void IpcChannel::post(const Op& op) {
     case State::Direct: postDirect(op); return;
     case State::Fallback:
       if (op.send) {
-        fallback_->postSend(op.src, op.bytes);
+        fallback_->postTaggedSend(op.src, op.bytes, op.tag);
       } else if (op.src) {
-        fallback_->postRecvReduce(op.dst, op.src, op.bytes / op.elemSize, op.dtype, op.op);
+        fallback_->postRecvReduce(op.dst, op.src, op.bytes / op.elemSize, op.dtype, op.op, op.tag);
       } else {
         RecvTarget t;
         t.direct = op.dst;
         t.granule = op.elemSize;
+        t.tag = op.tag;
         fallback_->postRecv(op.bytes, std::move(t));
       }
       return;
@@ -407,11 +417,12 @@ void IpcChannel::topUpFrameRecvs() {
   while (recvsOpen_ < creditsDue_ + readysDue_) postFrameRecv();
 }
 
-void IpcChannel::postSend(const void* data, size_t bytes) {
+void IpcChannel::postTaggedSend(const void* data, size_t bytes, CallTag tag) {
   Op op;
   op.send = true;
   op.src = static_cast<const char*>(data);
   op.bytes = bytes;
+  op.tag = tag;
   post(op);
 }
 
@@ -423,11 +434,14 @@ void IpcChannel::postRecv(size_t bytes, RecvTarget target) {
   Op op;
   op.dst = static_cast<char*>(target.direct);
   op.bytes = bytes;
+  op.tag = target.tag;
   post(op);
 }
 
-void IpcChannel::postRecvReduce(void* dst, const void* src, size_t n, hocclDataType_t dt, kernels::BinOp op) {
+void IpcChannel::postRecvReduce(void* dst, const void* src, size_t n, hocclDataType_t dt, kernels::BinOp op,
+                                CallTag tag) {
   Op o;
+  o.tag = tag;
   o.dst = static_cast<char*>(dst);
   o.src = static_cast<const char*>(src);
   o.elemSize = kernels::typeSize(dt);
@@ -490,6 +504,7 @@ void IpcChannel::land(const Msg& m, Op& op) {
   if (m.len != expect)
     mismatch(fmt::format("rank {} sent a piece of {} bytes where rank {} expects {} (slots of {} bytes)", peer(), m.len,
                          rank_, expect, slotBytes_));
+  checkTag(m.tag, op.tag, "sent");
   const size_t slot = static_cast<size_t>(m.seq % slots_);
   const char* from = area_ + slot * slotBytes_;
   void* stream = kernels::deviceStream();
@@ -514,6 +529,7 @@ void IpcChannel::onCredit(const Msg& m) {
   if (m.opBytes != it->bytes)
     mismatch(
         fmt::format("rank {} receives {} bytes where rank {} sends {} bytes", peer(), m.opBytes, rank_, it->bytes));
+  checkTag(m.tag, it->tag, "received");
   it->done += m.len;
   ++creditSeq_;
   --creditsDue_;

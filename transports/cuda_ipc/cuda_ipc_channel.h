@@ -13,8 +13,8 @@
 ///   Operations posted before the agreement wait in a queue and are replayed on the chosen path.
 /// - Data: the sender copies piece k of its stream of pieces to the peer into the peer's slot k % slots with a device
 ///   copy on its proxy stream (the peer's memory, mapped here), then sends Ready(k, operation bytes, piece bytes).
-///   The receiver checks the frame against its own posted receive (the operation sizes and piece sizes must be equal:
-///   otherwise hocclInvalidUsage naming both ranks, before a byte lands), copies or reduces the slot into its
+///   The receiver checks the frame against its own posted receive (the operation sizes and piece sizes must be equal,
+///   and the call tags when both ranks tag: otherwise hocclInvalidUsage naming both ranks, before a byte lands), copies or reduces the slot into its
 ///   destination on its device, and once that has run sends Credit(k): the sender writes slot k % slots again only
 ///   after Credit(k - slots). So one device-to-device copy crosses between the GPUs, and the receiver's reduction
 ///   reads its own memory.
@@ -61,9 +61,11 @@ class IpcChannel final : public DeviceChannel {
   IpcChannel& operator=(const IpcChannel&) = delete;
 
   int peer() const override { return wire_.peer(); }
-  void postSend(const void* data, size_t bytes) override;
+  void postSend(const void* data, size_t bytes) override { postTaggedSend(data, bytes, 0); }
+  void postTaggedSend(const void* data, size_t bytes, CallTag tag) override;
   void postRecv(size_t bytes, RecvTarget target) override;
-  void postRecvReduce(void* dst, const void* src, size_t n, hocclDataType_t dt, kernels::BinOp op) override;
+  void postRecvReduce(void* dst, const void* src, size_t n, hocclDataType_t dt, kernels::BinOp op,
+                      CallTag tag) override;
   bool progress() override;
   size_t pending() const override;
   void waitForActivity(int timeoutMicros) override;
@@ -79,6 +81,7 @@ class IpcChannel final : public DeviceChannel {
     size_t bytes = 0, elemSize = 1;
     hocclDataType_t dtype = hocclUint8;
     kernels::BinOp op = kernels::BinOp::Sum;
+    CallTag tag = 0;                // the call's tag, on every frame of the operation
     size_t launched = 0, done = 0;  // send: bytes copied out / credited; receive: bytes arrived / landed
   };
   struct Piece {
@@ -107,6 +110,7 @@ class IpcChannel final : public DeviceChannel {
   bool sendReadies();
   bool reclaim();
   [[noreturn]] void mismatch(const std::string& what) const;
+  void checkTag(CallTag theirs, CallTag mine, const char* verb) const;  // a mismatch when both tag and differ
   void release();
 
   Channel& wire_;

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/device/device.h"
+#include "transports/transport.h"
 
 namespace hoccl::transport::cuda_ipc {
 
@@ -55,7 +56,9 @@ struct Verdict {
 struct Msg {
   uint64_t magic = kMagic;
   Kind kind = Kind::Ready;
-  uint32_t reserved = 0;
+  /// The call tag of the operation (transport.h: RecvTarget::tag), 0 when untagged: the receiver of a Ready, and the
+  /// sender getting a Credit, fail a piece of the right size whose tag is another call's (both tags non-zero).
+  CallTag tag = 0;
   uint64_t seq = 0;      ///< the piece's number in this direction's stream of pieces (0, 1, ...)
   uint64_t opBytes = 0;  ///< bytes of the whole operation the piece belongs to
   uint64_t len = 0;      ///< bytes of the piece

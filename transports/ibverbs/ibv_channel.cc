@@ -30,7 +30,8 @@ struct ChunkHeader {
   uint64_t seq;         ///< chunk sequence number of the direction
   uint32_t chunkBytes;  ///< payload bytes after the header
   uint32_t magic;       ///< kChunkMagic
-  char pad[32];
+  CallTag tag;          ///< the message's call tag (RecvTarget::tag), 0 when untagged
+  char pad[28];
 };
 static_assert(sizeof(ChunkHeader) == kChunkHeaderBytes, "chunk header is 64 bytes");
 constexpr uint32_t kChunkMagic = 0x4b4e4843;  // "CHNK"
@@ -218,11 +219,11 @@ void IbvChannel::postWrite(uint64_t id, const void* src, uint32_t lk, uint32_t l
   if (int rc = ibv_post_send(qp_, &wr, &bad)) fail(fmt::format("posting an RDMA write failed: {}", std::strerror(rc)));
 }
 
-void IbvChannel::postSend(const void* data, size_t bytes) {
+void IbvChannel::postTaggedSend(const void* data, size_t bytes, CallTag tag) {
   if (bytes == 0) return;  // both sides skip empty messages
   if (!data)
     throwInvalidArgument(fmt::format("ibverbs: send of {} bytes to rank {} from a null buffer", bytes, peer_.rank));
-  sendMsgs_.push_back(SendMsg{static_cast<const char*>(data), bytes});
+  sendMsgs_.push_back(SendMsg{static_cast<const char*>(data), bytes, tag});
 }
 
 void IbvChannel::postRecv(size_t bytes, RecvTarget target) {
@@ -308,6 +309,13 @@ bool IbvChannel::deliverChunks() {
                       "peer sent {} bytes; nothing beyond this rank's buffer was written. The two ranks' "
                       "calls differ (count, type, collective or order)",
                       describePeer(peer_), m.bytes, h.msgBytes));
+    if (h.tag && m.target.tag && h.tag != m.target.tag)
+      throwMismatch(fmt::format(
+          "ibverbs: the message from {} belongs to another call: its size ({} bytes) matches this rank's receive, "
+          "but it is tagged for call {:#010x} where this rank receives for call {:#010x} ({} bytes of it delivered "
+          "so far; nothing more was written). The two ranks' calls differ (type, op, count, collective or order) in "
+          "a way their message sizes do not show; HOCCL_CHECK_MISMATCH=2 names both calls",
+          describePeer(peer_), h.msgBytes, h.tag, m.target.tag, m.delivered));
     if (h.offset != m.delivered || h.chunkBytes > m.bytes - m.delivered)
       fail(fmt::format("chunk {} claims bytes {}..{} of a {}-byte message, {} delivered so far", seq, h.offset,
                        h.offset + h.chunkBytes, m.bytes, m.delivered));
@@ -359,6 +367,7 @@ bool IbvChannel::postChunks() {
     h.seq = seq;
     h.chunkBytes = static_cast<uint32_t>(len);
     h.magic = kChunkMagic;
+    h.tag = m.tag;
     std::memcpy(staging, &h, sizeof(h));
     kernels::copy(staging + kChunkHeaderBytes, m.data + m.offset, len);
     const uint64_t raddr = remote_.ringAddr + (seq % slots_) * slotBytes_;

@@ -4,13 +4,14 @@
 ///
 /// Each side owns a receive ring of `slots` slots of `slotBytes` bytes (registered for remote write), a staging ring
 /// of the same shape, and a credit word the peer writes into. Chunk n of a direction is copied into staging slot
-/// n % slots with a 64-byte header (the message's length, the chunk's offset and length, n) and RDMA-written with
+/// n % slots with a 64-byte header (the message's length and call tag, the chunk's offset and length, n) and
+/// RDMA-written with
 /// immediate (the immediate is n) into the peer's ring slot n % slots; with HOCCL_IB_ADAPTIVE_ROUTING=1 it is a
 /// plain RDMA write followed by an empty write with immediate. The write with immediate consumes one of the `slots`
 /// receive requests the receiver keeps posted, and its completion tells the receiver that the slot is full. The
 /// receiver copies (or hands to the sink) the chunk when a receive is posted for it, after comparing the header's
-/// message length with the length it posted (a mismatch is hocclInvalidUsage naming both lengths, nothing is
-/// written), then RDMA-writes its cumulative consumed count into the sender's credit word. A sender posts chunk n
+/// message length with the length it posted and, when both are set, its call tag with the receive's (a mismatch is
+/// hocclInvalidUsage naming both lengths or tags, nothing is written), then RDMA-writes its cumulative consumed count into the sender's credit word. A sender posts chunk n
 /// only when chunk n - slots is consumed by the peer and its own write of it completed.
 ///
 /// When the last posted receive completes while a credit write is still in flight, progress() waits for that write
@@ -52,9 +53,11 @@ class IbvChannel final : public Channel {
 
   /// The peer's rank.
   int peer() const override { return peer_.rank; }
-  /// Queues a send.
-  void postSend(const void* data, size_t bytes) override;
-  /// Queues a receive.
+  /// Queues an untagged send.
+  void postSend(const void* data, size_t bytes) override { postTaggedSend(data, bytes, 0); }
+  /// Queues a send of call `tag`: every chunk's header carries it.
+  void postTaggedSend(const void* data, size_t bytes, CallTag tag) override;
+  /// Queues a receive (target.tag is compared with each chunk's, when both are set).
   void postRecv(size_t bytes, RecvTarget target) override;
   /// Polls the completion queue, delivers arrived chunks, returns credits and posts chunks.
   bool progress() override;
@@ -65,6 +68,7 @@ class IbvChannel final : public Channel {
   struct SendMsg {
     const char* data;
     size_t bytes;
+    CallTag tag = 0;       ///< in every chunk's header
     size_t offset = 0;     ///< bytes already cut into chunks
     uint64_t lastSeq = 0;  ///< sequence number of its last chunk, once every chunk is posted
   };
