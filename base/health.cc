@@ -10,6 +10,16 @@ void Health::fail(const std::string& message) {
   if (failed_.load(std::memory_order_relaxed)) return;
   failure_ = message;
   failed_.store(true, std::memory_order_release);
+  raiseMirror();
+}
+
+void Health::mirrorInto(uint32_t* word) {
+  mirror_.store(word, std::memory_order_release);
+  if (aborted() || failed()) raiseMirror();
+}
+
+void Health::raiseMirror() {
+  if (uint32_t* w = mirror_.load(std::memory_order_acquire)) __atomic_store_n(w, 1u, __ATOMIC_RELEASE);
 }
 
 std::string Health::failure() const {

@@ -134,6 +134,11 @@
       "Bytes per piece when device buffers are staged through pinned host memory (a GPU with the shm or tcp "          \
       "transport); rounded down to a multiple of 64. Must be the same on every rank")                                  \
   INT(STAGING_SLOTS, 4, 2, 64, "Pinned host staging buffers per peer and direction (of STAGING_CHUNK bytes each)")     \
+  INT(DEVICE_ONE_SHOT, 2, 0, 2,                                                                                        \
+      "Small all-reduces (up to 64 KiB) on device buffers of 2-8 ranks of one host run as one kernel on the caller's " \
+      "stream that reads the peers' inputs through IPC mappings, without the proxy thread: 1 on, 0 off, 2 (auto) on "  \
+      "for the simulated device and off on a GPU until tools/gpu-check has run it there (docs/cuda.md). Set at "       \
+      "init; the ranks agree")                                                                                         \
   INT(DEVICE_P2P, 1, 0, 1,                                                                                             \
       "Device buffers of ranks on one host go directly between their devices (CUDA IPC; the simulated device's "       \
       "shared mappings), into STAGING_SLOTS slots of STAGING_CHUNK bytes on the receiver, when both devices reach "    \

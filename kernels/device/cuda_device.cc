@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cuda/cuda_driver.h"
+#include "kernels/device/one_shot.h"
 
 namespace hoccl::device {
 namespace {
@@ -48,6 +49,8 @@ struct Kernels {
   int (*scale)(void*, const void*, size_t, hocclDataType_t, const void*, hocclStream_t) = nullptr;
   int (*divide)(void*, size_t, hocclDataType_t, int, hocclStream_t) = nullptr;
   int (*preload)() = nullptr;
+  int (*oneShot)(const kernels::one_shot::Args*, hocclDataType_t, int, hocclStream_t) = nullptr;
+  int (*oneShotPreload)() = nullptr;
   std::string error;  // why they are missing
 };
 
@@ -80,6 +83,8 @@ const Kernels& kernelsPlugin() {
     x.scale = reinterpret_cast<decltype(x.scale)>(dlsym(lib, "hocclCudaScale"));
     x.divide = reinterpret_cast<decltype(x.divide)>(dlsym(lib, "hocclCudaDivide"));
     x.preload = reinterpret_cast<decltype(x.preload)>(dlsym(lib, "hocclCudaPreload"));
+    x.oneShot = reinterpret_cast<decltype(x.oneShot)>(dlsym(lib, "hocclCudaOneShotAllReduce"));
+    x.oneShotPreload = reinterpret_cast<decltype(x.oneShotPreload)>(dlsym(lib, "hocclCudaOneShotPreload"));
     if (!x.reduce || !x.scale || !x.divide) x.error = "libhoccl-cuda.so lacks hocclCudaReduce/Scale/Divide";
     return x;
   }();
@@ -141,7 +146,8 @@ class CudaDevice final : public Device {
                  name());
       return;
     }
-    const int r = k.preload();
+    int r = k.preload();
+    if (r == 0 && k.oneShotPreload) r = k.oneShotPreload();
     if (r != 0) HOCCL_WARN(kInit, "{}: loading the CUDA kernels failed (cudaError {}); launches will fail", name(), r);
   }
 
@@ -235,6 +241,16 @@ class CudaDevice final : public Device {
   void launchCopy(Stream stream, void* dst, const void* src, size_t bytes) override {
     bind();
     if (bytes) check(api_.memcpyAsync(addr(dst), addr(src), bytes, stream), "cuMemcpyAsync");
+  }
+  void launchOneShotAllReduce(Stream stream, const kernels::one_shot::Args& args, hocclDataType_t dt,
+                              kernels::BinOp op) override {
+    bind();
+    if (!plugin().oneShot)
+      throwInvalidUsage(fmt::format("{}: libhoccl-cuda.so has no hocclCudaOneShotAllReduce (an older plugin?): set "
+                                    "HOCCL_DEVICE_ONE_SHOT=0",
+                                    name()));
+    checkLaunch(plugin().oneShot(&args, dt, static_cast<int>(op), static_cast<hocclStream_t>(stream)),
+                "the one-kernel all-reduce");
   }
   void launchReduce(Stream stream, void* dst, const void* a, const void* b, size_t n, hocclDataType_t dt,
                     kernels::BinOp op) override {

@@ -408,6 +408,24 @@ class SimDevice final : public Device {
     q.push([=] { kernels::sim::divide(d, n, dt, divisor); });
   }
 
+  void launchOneShotAllReduce(Stream stream, const kernels::one_shot::Args& args, hocclDataType_t dt,
+                              kernels::BinOp op) override {
+    if (!args.count) return;
+    if (args.nranks < 2 || args.nranks > kernels::one_shot::kMaxRanks)
+      throwInvalidArgument(fmt::format("simulated device: one-kernel all-reduce over {} ranks", args.nranks));
+    const size_t bytes = args.count * kernels::typeSize(dt);
+    if (bytes > kernels::one_shot::kSlotBytes)
+      throwInvalidArgument(fmt::format("simulated device: one-kernel all-reduce of {} bytes, more than a slot ({})",
+                                       bytes, kernels::one_shot::kSlotBytes));
+    kernels::one_shot::Args a = args;  // every pointer as the device sees it
+    a.in = view(args.in, bytes, Access::Kernel);
+    a.out = view(args.out, bytes, Access::Kernel);
+    for (int j = 0; j < args.nranks; ++j) a.areas[j] = view(args.areas[j], kernels::one_shot::kAreaBytes, Access::Kernel);
+    a.status = view(args.status, kernels::one_shot::kStatusWords * sizeof(uint32_t), Access::Kernel);
+    a.abort = view(const_cast<const uint32_t*>(args.abort), sizeof(uint32_t), Access::Kernel);
+    get(stream).push([=] { kernels::sim::oneShotAllReduce(a, dt, op); });
+  }
+
   IpcHandle exportHandle(const void* ptr) override {
     const auto addr = reinterpret_cast<uintptr_t>(ptr);
     std::lock_guard<std::mutex> l(mu_);

@@ -80,4 +80,26 @@ void divide(void* data, size_t n, hocclDataType_t dt, int divisor) {
   });
 }
 
+void oneShotAllReduce(const one_shot::Args& args, hocclDataType_t dt, BinOp op) {
+  withType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    if (args.count == 0) return;
+    const size_t bytes = args.count * sizeof(T), threads = one_shot::kThreads;
+    if (!one_shot::waitSlotFree(args)) return;
+    for (size_t t = 0; t < threads; ++t) one_shot::copyIn(args, bytes, t, threads);
+    one_shot::publish(args, bytes);
+    if (!one_shot::waitPublished(args, bytes)) return;
+    auto run = [&](auto f) {
+      for (size_t t = 0; t < threads; ++t) one_shot::reduce<T>(args, f, t, threads);
+    };
+    switch (op) {
+      case BinOp::Sum: run(FuncSum<T>()); break;
+      case BinOp::Prod: run(FuncProd<T>()); break;
+      case BinOp::Max: run(FuncMax<T>()); break;
+      case BinOp::Min: run(FuncMin<T>()); break;
+    }
+    one_shot::finish(args);
+  });
+}
+
 }  // namespace hoccl::kernels::sim

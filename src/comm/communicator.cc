@@ -21,6 +21,7 @@
 #include "comm/host_cores.h"
 #include "comm/launcher_env.h"
 #include "comm/one_sided.h"
+#include "comm/one_shot.h"
 #include "comm/proxy.h"
 #include "comm/topo_probe.h"
 #include "comm/tune_probe.h"
@@ -230,6 +231,8 @@ Communicator::Communicator(const boot::Contact& contact, int rank, int nranks, s
       if (!agreeShortcut_ && std::string(s->name()) == "small" && s->canRun(agree)) agreeShortcut_ = s.get();
   }
   phaseDone("shortcuts");
+  oneShot_ = OneShotAllReduce::setUp(*this);  // collective where the shortcuts exist (the same on every rank)
+  phaseDone("one-kernel all-reduce");
   // The probes use the connections: a borrower's are its family's (comm/connection_share.cc).
   std::optional<SharedUse> probing;
   // Switches by measurement (HOCCL_TOPO_PROBE=1) when no rank knows its switch; the same decision on every rank.

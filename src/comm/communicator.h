@@ -31,6 +31,7 @@ namespace hoccl {
 
 using topo::ByteCounters;
 class Proxy;
+class OneShotAllReduce;
 class OneSided;
 
 class Communicator;
@@ -161,6 +162,10 @@ class Communicator {
   Proxy& proxy();
   /// The proxy if one was made, else null.
   Proxy* proxyIfAny() const { return proxy_.get(); }
+  /// The one-kernel all-reduce of small device-buffer calls (comm/one_shot.h), set up at init; null where it does
+  /// not run (several hosts, no shm session, HOCCL_DEVICE_ONE_SHOT off on some rank, devices that cannot reach
+  /// each other).
+  OneShotAllReduce* oneShot() const { return oneShot_.get(); }
   /// The one-sided windows and signals (comm/one_sided.h), made on first use.
   OneSided& oneSided();
   /// Who lends this communicator its connections (ConnectionLender; empty owner: it has its own).
@@ -273,6 +278,7 @@ class Communicator {
   uint64_t collSeq_ = 0;
   std::unique_ptr<FlightRecorder> recorder_;
   std::unique_ptr<OneSided> oneSided_;  // after the registrations, which it uses
+  std::unique_ptr<OneShotAllReduce> oneShot_;  // after the proxy stopped, before everything it uses
   std::unique_ptr<Proxy> proxy_;        // last: stopped first, while everything it uses still exists
 };
 

@@ -7,6 +7,7 @@
 
 #include "comm/call_check.h"
 #include "comm/flight_recorder.h"
+#include "comm/one_shot.h"
 #include "comm/overlap.h"
 #include "comm/plan.h"
 #include "comm/proxy.h"
@@ -139,16 +140,23 @@ TraceEntry traceEntryOf(const Op& op, const char* algorithm) {
   return e;
 }
 
-// Starts op: gives a collective its sequence number (in call order per communicator, when it starts, so that a
-// discarded group takes none) and records it as running with what runs it (a new entry unless enqueued in a group).
+// Gives a collective its sequence number (in call order per communicator) and notes it on the call boards, for peers
+// that wait in a shortcut.
+void number(Op& op) {
+  if (op.kind != Op::Kind::Collective || op.numbered) return;
+  Communicator& comm = *op.comm;
+  op.seq = comm.nextSeq();
+  op.numbered = true;
+  const transport::CollCall call = collCallOf(op);
+  for (const auto& s : comm.shortcuts()) s->noteCall(call);
+}
+
+// Starts op: numbers a collective (when it starts, so that a discarded group takes none; a stream-ordered one was
+// numbered when enqueued) and records it as running with what runs it (a new entry unless enqueued in a group).
 void start(Op& op, const char* algorithm) {
   Communicator& comm = *op.comm;
   const bool coll = op.kind == Op::Kind::Collective;
-  if (coll) {
-    op.seq = comm.nextSeq();
-    const transport::CollCall call = collCallOf(op);  // on the call boards, for peers that wait in a shortcut
-    for (const auto& s : comm.shortcuts()) s->noteCall(call);
-  }
+  number(op);
   FlightRecorder& rec = comm.recorder();
   if (op.recorded) {
     rec.update(op.traceId, TraceState::Running, algorithm, coll ? static_cast<int64_t>(op.seq) : -1);
@@ -246,6 +254,13 @@ void enqueue(const Op& in) {
   }
   Op op = in;
   if (op.onDevice()) {
+    number(op);
+    OneShotAllReduce* oneShot = op.comm->oneShot();
+    if (oneShot && oneShot->takes(op)) {  // one kernel on the caller's stream (comm/one_shot.h)
+      start(op, "one-kernel");
+      op.comm->proxy().launchOneShot(op);
+      return;
+    }
     op.comm->proxy().submit({op});
     return;
   }
@@ -282,6 +297,7 @@ void groupEnd() {
       for (const Op& op : ops)
         if (op.comm == c) {
           mine.push_back(op);
+          number(mine.back());
           hostBuffers |= !op.onDevice();
         }
       c->proxy().submit(std::move(mine));

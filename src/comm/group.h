@@ -35,6 +35,9 @@ struct Op {
   kernels::MemoryKind sendKind = kernels::MemoryKind::Host;  ///< where sendbuf lives (classified once, at the edge)
   kernels::MemoryKind recvKind = kernels::MemoryKind::Host;  ///< where recvbuf lives
   uint64_t seq = 0;      ///< a collective's sequence number on its communicator (set by enqueue)
+  /// seq is set and the call noted on the call boards already: stream-ordered ops are numbered in call order when
+  /// they are enqueued (on the caller's thread), not when the proxy runs them.
+  bool numbered = false;
   uint64_t traceId = 0;  ///< its entry in the communicator's flight recorder (set by enqueue)
   bool recorded = false;  ///< already in the flight recorder (enqueued in a group): running updates that entry
   /// A PreMulSum op's definition, captured at the call for stream-ordered ops (the handle may be destroyed as soon as

@@ -2,7 +2,8 @@
  * The proxy (proxy.h). Tickets: submission k makes every stream of its ops wait until the flag reaches k; the proxy
  * runs submissions in order and stores k in the flag once submission k is done (or failed), which releases exactly
  * the work queued after it. After a failure the remaining submissions are not run (the communicator is broken) but
- * their streams are released, so nothing waits for ever; the failure is reported by the next call.
+ * their streams are released, so nothing waits for ever; the failure is reported by the next call. While idle, its
+ * thread also watches the peers of the communicator's one-kernel launches (comm/one_shot.h: OneShotAllReduce::watch).
  */
 #include "comm/proxy.h"
 
@@ -13,6 +14,7 @@
 #include "base/log.h"
 #include "base/params.h"
 #include "base/wait.h"
+#include "comm/one_shot.h"
 #include "kernels/memory.h"
 
 namespace hoccl {
@@ -45,8 +47,10 @@ void Proxy::submit(std::vector<Op> ops) {
   std::vector<device::Stream> streams;
   for (const Op& op : ops)
     if (std::find(streams.begin(), streams.end(), op.stream) == streams.end()) streams.push_back(op.stream);
+  OneShotAllReduce* oneShot = comm_.oneShot();
   try {
     for (device::Stream s : streams) {
+      if (oneShot) oneShot->orderBefore(s);  // after the one-kernel launches so far
       device::Event e = dev_.createEvent();
       job.events.push_back(e);
       dev_.record(e, s);
@@ -63,23 +67,50 @@ void Proxy::submit(std::vector<Op> ops) {
   cv_.notify_all();
 }
 
+void Proxy::launchOneShot(const Op& op) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (completed_ < submitted_) dev_.streamWaitFlag(op.stream, flag_, submitted_);  // after the queued jobs
+  }
+  comm_.oneShot()->launch(op);
+}
+
 void Proxy::drain() {
-  std::unique_lock<std::mutex> l(mu_);
-  const uint32_t target = submitted_;
-  idle_.wait(l, [&] { return completed_ >= target; });
+  {
+    std::unique_lock<std::mutex> l(mu_);
+    const uint32_t target = submitted_;
+    idle_.wait(l, [&] { return completed_ >= target; });
+  }
+  if (OneShotAllReduce* oneShot = comm_.oneShot()) oneShot->drain();
 }
 
 std::string Proxy::failure() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return failure_;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!failure_.empty()) return failure_;
+  }
+  OneShotAllReduce* oneShot = comm_.oneShot();
+  return oneShot ? oneShot->poll() : std::string();
 }
 
 void Proxy::throwIfFailed() const {
-  std::lock_guard<std::mutex> l(mu_);
-  if (!failure_.empty())
-    throw Error(static_cast<hocclResult_t>(failureCode_),
+  int code = hocclSuccess;
+  std::string why;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    code = failureCode_;
+    why = failure_;
+  }
+  if (why.empty()) {
+    OneShotAllReduce* oneShot = comm_.oneShot();
+    if (oneShot) why = oneShot->poll();
+    code = comm_.asyncError.load();
+    if (code == hocclSuccess) code = hocclInternalError;
+  }
+  if (!why.empty())
+    throw Error(static_cast<hocclResult_t>(code),
                 fmt::format("{}: an earlier stream-ordered operation failed, so the communicator is unusable: {}",
-                            comm_.describe(), failure_));
+                            comm_.describe(), why));
 }
 
 void Proxy::release(uint32_t ticket) { __atomic_store_n(flag_, ticket, __ATOMIC_RELEASE); }
@@ -140,8 +171,18 @@ void Proxy::run(Job& job) {
 void Proxy::loop() {
   kernels::setDeviceStream(internal_);
   std::unique_lock<std::mutex> l(mu_);
+  OneShotAllReduce* oneShot = comm_.oneShot();
+  auto due = [&] { return stop_ || !queue_.empty(); };
   while (true) {
-    cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+    if (!oneShot) {
+      cv_.wait(l, due);
+    } else {  // idle: watch the peers of the one-kernel launches that have not run yet
+      while (!cv_.wait_for(l, std::chrono::milliseconds(50), due)) {
+        l.unlock();
+        oneShot->watch();
+        l.lock();
+      }
+    }
     if (queue_.empty()) return;
     Job job = std::move(queue_.front());
     queue_.pop_front();

@@ -31,11 +31,16 @@ class Proxy {
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;
 
-  /// Enqueues ops (all of this communicator; each op's stream orders it) as one launch, and returns.
+  /// Enqueues ops (all of this communicator; each op's stream orders it) as one launch, and returns. They start after
+  /// the communicator's one-kernel all-reduces launched so far (comm/one_shot.h).
   void submit(std::vector<Op> ops);
-  /// Waits until everything submitted so far has run (or failed).
+  /// Launches op on the communicator's one-kernel path (Communicator::oneShot(), which takes it) on its stream, after
+  /// everything submitted here so far, and returns.
+  void launchOneShot(const Op& op);
+  /// Waits until everything submitted so far has run (or failed), one-kernel launches included.
   void drain();
-  /// Throws the first failure of a submitted operation, if any (the communicator is unusable after it).
+  /// Throws the first failure of a submitted operation or a one-kernel launch, if any (the communicator is unusable
+  /// after it).
   void throwIfFailed() const;
   /// The first failure's message, "" if none.
   std::string failure() const;

@@ -14,9 +14,12 @@
 // p2p (every device channel agreed on the direct path and bytes went through it), staged (none did), hier (some
 // direct bytes: ranks on several emulated hosts, --hosts H, sets HOCCL_HOSTID per rank), asym (--p2p-off-rank R sets
 // HOCCL_DEVICE_P2P=0 on rank R only: R and its peers fall back to staging, and R moves no direct byte).
+// --expect-one-kernel yes|no: whether the small all-reduces (past the mismatch check's first calls) ran as one kernel
+// over the peers' mapped areas (comm/one_shot.h; ranks of one host with the shm session, HOCCL_DEVICE_ONE_SHOT).
 //
 // Usage: mp_collectives --ranks N --transport shm|tcp|ucx [--large] [--device] [--registered all|some]
 //            [--hosts H] [--expect-path p2p|staged|hier|asym] [--expect-handle fd|legacy] [--p2p-off-rank R]
+//            [--expect-one-kernel yes|no]
 //            [--check-shm-release] (HOCCL_MAX_CONNS over shm: shm_release.h) [--skew]
 //            --skew: every rank's buffers start 16 x rank bytes (mod 64) into a cache line, so that peers' buffers
 //            lie at different offsets within one (single copy's bounce buffer, shm_single_copy.cc)
@@ -40,6 +43,7 @@
 #include "data.h"
 #include "harness.h"
 #include "shm_release.h"
+#include "comm/one_shot.h"
 #include "kernels/cpu/reduce.h"
 #include "sched/schedule.h"
 #include "transports/device_channel.h"
@@ -61,6 +65,7 @@ int gRegistered = 0;              // --registered all|some: 1 every rank's buffe
 hocclStream_t gStream = nullptr;  // this rank's stream in device mode
 std::string gExpectPath;          // --expect-path: which device path must have run
 std::string gExpectHandle;        // --expect-handle fd|legacy: how the direct path's peer areas must have been mapped
+std::string gExpectOneKernel;     // --expect-one-kernel yes|no: whether small all-reduces ran as one kernel
 int gP2pOffRank = -1;             // --p2p-off-rank: the rank with HOCCL_DEVICE_P2P=0
 bool gCheckShmRelease = false;    // --check-shm-release: after the matrix, only the ring neighbours' slots stay mapped
 bool gSkew = false;               // --skew: buffers at 16 x rank bytes (mod 64) past a cache line's start
@@ -85,6 +90,13 @@ int checkDevicePath(int rank, int n) {
   if (gExpectHandle == "legacy" && (legacyMapped != p2p || fdMapped != 0))
     return fail(rank, "a direct channel's peer area was not mapped from a legacy IPC handle" + counts + " (fd " +
                           std::to_string(fdMapped) + ", legacy " + std::to_string(legacyMapped) + ")");
+  const uint64_t oneKernel = OneShotAllReduce::launches();
+  if (gExpectOneKernel == "yes" && oneKernel == 0)
+    return fail(rank, "no small all-reduce ran as one kernel (comm/one_shot.h)" + counts);
+  if (gExpectOneKernel == "no" && oneKernel != 0)
+    return fail(rank, std::to_string(oneKernel) + " all-reduces ran as one kernel where none may" + counts);
+  if (!gExpectOneKernel.empty() && rank == 0)
+    std::printf("rank 0: %llu all-reduces ran as one kernel\n", static_cast<unsigned long long>(oneKernel));
   if (gExpectPath == "asym") {
     if (rank == gP2pOffRank && (p2p != 0 || in != 0 || fallback == 0))
       return fail(rank, "HOCCL_DEVICE_P2P=0 here, yet the direct device path ran or nothing fell back" + counts);
@@ -534,6 +546,7 @@ int main(int argc, char** argv) {
     else if (a == "--registered" && i + 1 < argc) gRegistered = std::string(argv[++i]) == "some" ? 2 : 1;
     else if (a == "--hosts" && i + 1 < argc) hosts = std::atoi(argv[++i]);
     else if (a == "--expect-path" && i + 1 < argc) gExpectPath = argv[++i];
+    else if (a == "--expect-one-kernel" && i + 1 < argc) gExpectOneKernel = argv[++i];
     else if (a == "--expect-handle" && i + 1 < argc) gExpectHandle = argv[++i];
     else if (a == "--p2p-off-rank" && i + 1 < argc) gP2pOffRank = std::atoi(argv[++i]);
     else if (a == "--check-shm-release") gCheckShmRelease = true;

@@ -13,11 +13,14 @@
 // float against an int32 all-reduce of the same bytes fails on every rank (the device channels' call tags). With
 // HOCCL_DEVICE_P2P=0 everything is staged and the direct path's own checks are skipped.
 //
-// Usage: mp_device --ranks N
+// With --dead-peer-one-kernel (2 ranks) only the dead peer runs, in a small all-reduce that rank 0 runs as one kernel.
+//
+// Usage: mp_device --ranks N [--dead-peer-one-kernel]
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/one_shot.h"
 #include "harness.h"
 #include "kernels/device/device.h"
 #include "transports/device_channel.h"
@@ -155,6 +159,104 @@ int failure(hocclComm_t comm, int rank) {
   return 0;
 }
 
+// Past the mismatch check's first calls (comm/call_check.h: the first 16 are checked on the proxy), small
+// all-reduces on device buffers run as one kernel on the caller's stream (comm/one_shot.h). Warms `comm` up to there.
+int warmUp(hocclComm_t comm, int rank, hocclStream_t s) {
+  float* w = nullptr;
+  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&w), 64 * sizeof(float)));
+  for (int i = 0; i < 16; ++i) MP_CHECK(rank, hocclAllReduce(w, w, 64, hocclFloat, hocclSum, comm, s));
+  MP_CHECK(rank, hocclStreamSynchronize(s));
+  MP_CHECK(rank, hocclDeviceFree(w));
+  return 0;
+}
+
+// The one-kernel all-reduce (over shm, HOCCL_DEVICE_ONE_SHOT not 0): it runs (the process's count of launches
+// grows); it is stream-ordered (the call returns before the stream's earlier work has run, which it sees; later work
+// sees its result); it keeps the communicator's order across streams with calls on the proxy (a group on stream A,
+// the kernel on stream B, a group on A again, all on one buffer); and a rank alone in a call stops at once when its
+// communicator is aborted (the abort word), its stream released. Ranks 2 and up sit the last part out.
+int oneKernel(hocclComm_t comm, int rank, int n) {
+  const char* mode = std::getenv("HOCCL_DEVICE_ONE_SHOT");
+  if (hoccl::device::current()->hostAccessible() || (mode && std::string(mode) == "0")) return 0;
+  const char* noShm = std::getenv("HOCCL_SHM_DISABLE");
+  if (noShm && std::string(noShm) == "1") return 0;  // no shm session: the proxy runs every call
+  hocclComm_t sub = nullptr;
+  MP_CHECK(rank, hocclCommSplit(comm, 0, rank, &sub, nullptr));
+  hocclStream_t s = nullptr, t = nullptr;
+  MP_CHECK(rank, hocclStreamCreate(&s));
+  MP_CHECK(rank, hocclStreamCreate(&t));
+  if (int e = warmUp(sub, rank, s)) return e;
+  hoccl::device::Device* dev = hoccl::device::current();
+  const size_t count = 1001;
+  float *in = nullptr, *out = nullptr, *prepared = nullptr, *snapshot = nullptr;
+  for (float** p : {&in, &out, &prepared, &snapshot})
+    MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(p), count * sizeof(float)));
+  std::vector<float> hostIn(count);
+  for (size_t i = 0; i < count; ++i) hostIn[i] = float(rank + 1) * float(1 + i % 5);
+  MP_CHECK(rank, hocclDeviceMemcpy(prepared, hostIn.data(), count * sizeof(float)));
+  const uint64_t before = hoccl::OneShotAllReduce::launches();
+  std::atomic<bool> written{false};
+  dev->launchHostFunc(s, [] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
+  dev->launchCopy(s, in, prepared, count * sizeof(float));
+  dev->launchHostFunc(s, [&] { written = true; });
+  MP_CHECK(rank, hocclAllReduce(in, out, count, hocclFloat, hocclSum, sub, s));
+  if (written.load()) return fail(rank, "the one-kernel all-reduce waited for the stream's earlier work");
+  if (hoccl::OneShotAllReduce::launches() != before + 1)
+    return fail(rank, "a small all-reduce on device buffers past the checked calls did not run as one kernel");
+  dev->launchCopy(s, snapshot, out, count * sizeof(float));
+  MP_CHECK(rank, hocclStreamSynchronize(s));
+  std::vector<float> seen(count);
+  MP_CHECK(rank, hocclDeviceMemcpy(seen.data(), snapshot, count * sizeof(float)));
+  const float ranks = float(n) * float(n + 1) / 2;
+  for (size_t i = 0; i < count; ++i)
+    if (seen[i] != ranks * float(1 + i % 5))
+      return fail(rank, "one-kernel stream order: element " + std::to_string(i) + " is " + std::to_string(seen[i]) +
+                            ", expected " + std::to_string(ranks * float(1 + i % 5)));
+  // Across streams, in call order: sum (proxy, stream s, behind a pause), product (one kernel, stream t), sum
+  // (proxy, stream s). In this order v = n x S^n (S = 1 + ... + n); any other order gives another value.
+  std::vector<double> v(300, rank + 1.0);
+  double* dv = nullptr;
+  MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&dv), v.size() * sizeof(double)));
+  MP_CHECK(rank, hocclDeviceMemcpy(dv, v.data(), v.size() * sizeof(double)));
+  dev->launchHostFunc(s, [] { std::this_thread::sleep_for(std::chrono::milliseconds(200)); });
+  MP_CHECK(rank, hocclGroupStart());  // a group runs on the proxy
+  MP_CHECK(rank, hocclAllReduce(dv, dv, v.size(), hocclFloat64, hocclSum, sub, s));
+  MP_CHECK(rank, hocclGroupEnd());
+  MP_CHECK(rank, hocclAllReduce(dv, dv, v.size(), hocclFloat64, hocclProd, sub, t));
+  MP_CHECK(rank, hocclGroupStart());
+  MP_CHECK(rank, hocclAllReduce(dv, dv, v.size(), hocclFloat64, hocclSum, sub, s));
+  MP_CHECK(rank, hocclGroupEnd());
+  MP_CHECK(rank, hocclStreamSynchronize(s));
+  MP_CHECK(rank, hocclStreamSynchronize(t));
+  MP_CHECK(rank, hocclDeviceMemcpy(v.data(), dv, v.size() * sizeof(double)));
+  const double expect = double(n) * std::pow(double(ranks), n);
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i] != expect)
+      return fail(rank, "proxy, one-kernel and proxy calls on two streams gave " + std::to_string(v[i]) +
+                            " at element " + std::to_string(i) + ", expected " + std::to_string(expect) +
+                            ": they did not run in call order");
+  // Rank 0 alone in a call: aborting the communicator stops its kernel's wait at once.
+  if (rank == 0) {
+    MP_CHECK(rank, hocclAllReduce(in, out, count, hocclFloat, hocclSum, sub, s));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const auto start = std::chrono::steady_clock::now();
+    std::thread aborter([&] { hocclCommAbort(sub); });
+    MP_CHECK(rank, hocclStreamSynchronize(s));  // released, not hung
+    aborter.join();
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > 5) return fail(rank, "an aborted one-kernel all-reduce held its stream " + std::to_string(waited) + " s");
+  }
+  double one = 1, all = 0;  // every rank is past the abort's verdict
+  MP_CHECK(rank, hocclAllReduce(&one, &all, 1, hocclDouble, hocclSum, comm, nullptr));
+  if (rank != 0) hocclCommAbort(sub);
+  for (void* p : {static_cast<void*>(in), static_cast<void*>(out), static_cast<void*>(prepared),
+                  static_cast<void*>(snapshot), static_cast<void*>(dv)})
+    MP_CHECK(rank, hocclDeviceFree(p));
+  MP_CHECK(rank, hocclStreamDestroy(s));
+  MP_CHECK(rank, hocclStreamDestroy(t));
+  return 0;
+}
+
 // True with HOCCL_DEVICE_P2P=0: device buffers are staged through host memory, never direct.
 bool stagedOnly() {
   const char* p2p = std::getenv("HOCCL_DEVICE_P2P");
@@ -275,15 +377,15 @@ int kindMismatch(hocclComm_t comm, int rank, size_t count, const std::string& co
   return 0;
 }
 
-// Without the mismatch check (HOCCL_CHECK_MISMATCH=0), device buffers everywhere: rank 0 all-reduces 10,000 floats,
-// the others 10,000 int32 (the same bytes, so no size check can tell). Every piece on the device channels carries
-// its call's tag (transport.h: RecvTarget::tag), directly between the devices and staged alike: every rank's call
-// must fail (never success with wrong data), within 5 s, its stream released.
-int typeMismatch(hocclComm_t comm, int rank) {
+// Without the mismatch check (HOCCL_CHECK_MISMATCH=0), device buffers everywhere: rank 0 all-reduces kCount floats,
+// the others kCount int32 (the same bytes, so no size check can tell). 10,000 elements (40 KB) take the one-kernel
+// path over shm (comm/one_shot.h: every rank compares every peer's call descriptor), 20,000 the device channels,
+// where every piece carries its call's tag (transport.h: RecvTarget::tag), directly between the devices and staged
+// alike: every rank's call must fail (never success with wrong data), within 5 s, its stream released.
+int typeMismatch(hocclComm_t comm, int rank, size_t kCount) {
   if (hoccl::device::current()->hostAccessible()) return 0;  // the transports move device buffers themselves
   hocclComm_t sub = nullptr;
   MP_CHECK(rank, hocclCommSplit(comm, 0, rank, &sub, nullptr));
-  constexpr size_t kCount = 10000;
   void *in = nullptr, *out = nullptr;
   MP_CHECK(rank, hocclDeviceMalloc(&in, kCount * 4));
   MP_CHECK(rank, hocclDeviceMalloc(&out, kCount * 4));
@@ -300,10 +402,11 @@ int typeMismatch(hocclComm_t comm, int rank) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string why = hocclGetLastError(sub);
   if (async == hocclSuccess || async == hocclInProgress || seconds > 5.0)
-    return fail(rank, "float against int32 all-reduce of 10000 elements on device buffers, unchecked, gave code " +
-                          std::to_string(async) + " after " + std::to_string(seconds) + " s: " + why);
-  std::printf("rank %d: float vs int32 on device buffers without the check: code %d after %.2f s: %s\n", rank, async,
-              seconds, why.c_str());
+    return fail(rank, "float against int32 all-reduce of " + std::to_string(kCount) +
+                          " elements on device buffers, unchecked, gave code " + std::to_string(async) + " after " +
+                          std::to_string(seconds) + " s: " + why);
+  std::printf("rank %d: float vs int32, %zu elements on device buffers without the check: code %d after %.2f s: %s\n",
+              rank, kCount, async, seconds, why.c_str());
   double one = 1, all = 0;  // every rank has seen the failure before any aborts
   MP_CHECK(rank, hocclAllReduce(&one, &all, 1, hocclDouble, hocclSum, comm, nullptr));
   hocclCommAbort(sub);
@@ -372,16 +475,21 @@ int directSizeMismatch(hocclComm_t comm, int rank) {
   return 0;
 }
 
-// See the file comment. Rank 1 exits (status 0) without joining the large call; rank 0 checks its error.
-int deadPeer(hocclComm_t comm, int rank) {
+// See the file comment. Rank 1 exits (status 0) without joining the large call; rank 0 checks its error. With
+// `small` (--dead-peer-one-kernel) the call is a small one past the checked calls, which rank 0 runs as one kernel
+// (comm/one_shot.h) waiting for rank 1's input: the bootstrap's verdict reaches the kernel through the abort word.
+int deadPeer(hocclComm_t comm, int rank, bool small) {
   if (hoccl::device::current()->hostAccessible()) return 0;
-  constexpr size_t kCount = size_t{4} << 20;  // 16 MiB: many pieces, so rank 1 dies with pieces in flight
+  const size_t kCount = small ? 1000 : size_t{4} << 20;  // 16 MiB: many pieces, so rank 1 dies with pieces in flight
   float* buf = nullptr;
   MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&buf), kCount * sizeof(float)));
   hocclStream_t s = nullptr;
   MP_CHECK(rank, hocclStreamCreate(&s));
   MP_CHECK(rank, hocclAllReduce(buf, buf, 1000, hocclFloat, hocclSum, comm, s));  // the direct path is agreed
   MP_CHECK(rank, hocclStreamSynchronize(s));
+  if (small)
+    if (int e = warmUp(comm, rank, s)) return e;
+  const uint64_t launched = hoccl::OneShotAllReduce::launches();
   // Rank 1 never joins the large all-reduce: it exits while rank 0's pieces wait in its slots for credits. (Letting
   // rank 1 join and exit after a pause raced with the call finishing first on an idle machine.)
   if (rank == 1) {
@@ -399,6 +507,10 @@ int deadPeer(hocclComm_t comm, int rank) {
     return fail(rank, "a peer dead during a direct all-reduce gave code " + std::to_string(async) +
                           " and not a remote error naming rank 1: " + why);
   if (waited > 60) return fail(rank, "the dead peer was noticed only after " + std::to_string(waited) + " s");
+  if (small && (hoccl::OneShotAllReduce::launches() != launched + 1 || why.find("[one-kernel]") == std::string::npos))
+    return fail(rank, "the call rank 1 died in was not a one-kernel all-reduce: " + why);
+  std::printf("rank 0: %s all-reduce, rank 1 dead: code %d after %.2f s: %s\n", small ? "one-kernel" : "direct",
+              async, waited, why.c_str());
   hocclCommAbort(comm);
   hocclStreamDestroy(s);
   return 0;
@@ -408,8 +520,11 @@ int deadPeer(hocclComm_t comm, int rank) {
 
 int main(int argc, char** argv) {
   int nranks = 2;
-  for (int i = 1; i < argc; ++i)
+  bool deadInOneKernel = false;
+  for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--ranks" && i + 1 < argc) nranks = std::atoi(argv[++i]);
+    if (std::string(argv[i]) == "--dead-peer-one-kernel") deadInOneKernel = true;
+  }
   setenv("HOCCL_DEVICE", "sim", 1);
   setenv("HOCCL_TIMEOUT", "60", 1);  // kindMismatch: a failure detected only by a timeout would take a minute
   int rc = runRanks(
@@ -419,9 +534,15 @@ int main(int argc, char** argv) {
     MP_CHECK(rank, hocclCommInitRank(&comm, n, id, rank));
     hocclComm_t spare = nullptr;  // for the dead peer, made while comm is healthy
     if (n == 2) MP_CHECK(rank, hocclCommSplit(comm, 0, rank, &spare, nullptr));
+    if (deadInOneKernel) {  // only that
+      hocclCommAbort(comm);
+      return deadPeer(spare, rank, true);
+    }
     if (int e = ordering(comm, rank, n)) return e;
     if (n > 1)
       if (int e = directPathRan(rank)) return e;
+    if (n > 1)
+      if (int e = oneKernel(comm, rank, n)) return e;
     if (n > 1)
       if (int e = directSizeMismatch(comm, rank)) return e;
     if (n > 1)
@@ -434,13 +555,14 @@ int main(int argc, char** argv) {
       for (const char* coll : {"broadcast", "allgather", "reducescatter"})
         for (size_t count : {size_t{1}, size_t{4000}, size_t{200000}})
           if (int e = kindMismatch(comm, rank, count, coll)) return e;
-      if (int e = typeMismatch(comm, rank)) return e;
+      for (size_t count : {size_t{10000}, size_t{20000}})
+        if (int e = typeMismatch(comm, rank, count)) return e;
     }
     if (n > 1)
       if (int e = failure(comm, rank)) return e;
     if (n == 2) {  // last: rank 1 dies in it
       hocclCommAbort(comm);
-      return deadPeer(spare, rank);
+      return deadPeer(spare, rank, false);
     }
     hocclCommAbort(comm);
     return 0;

@@ -9,13 +9,17 @@
 //   a million (more blocks than the grid: the grid-stride loop);
 // - random data of every type (fp8 and fp16 saturating, integers wrapping) bit for bit against the CPU kernels;
 // - a flag wait holds later work until the host sets the flag; events and host functions keep stream order;
-//   pinned host memory is read by the kernels.
+//   pinned host memory is read by the kernels;
+// - the one-kernel all-reduce (kernels/device/one_shot.h) with its ranks as streams of this device: every type and op
+//   bit for bit against the CPU kernels folded in rank order, calls in a row, in place, and each way a launch ends
+//   early (a mismatch, its timeout, a failed peer, its abort word).
 //
 // No device (HOCCL_DEVICE unset on a machine without a GPU): every case fails saying so, never passes silently.
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -23,6 +27,7 @@
 
 #include "kernels/cpu/reduce.h"
 #include "kernels/device/device.h"
+#include "kernels/device/one_shot.h"
 #include "device_reference.h"
 
 using namespace hoccl;
@@ -242,4 +247,194 @@ TEST_CASE("device streams: a flag wait holds later work, events and host functio
   d.freeFlag(flag);
   d.destroyStream(s2);
   d.destroyStream(s);
+}
+
+namespace {
+
+// The one-kernel all-reduce's ranks as streams of this one device (kernels/device/one_shot.h): each rank has its area
+// (device memory, zeroed), an abort word and status slots (pinned host memory), and runs its launches on its own
+// stream, so the ranks' kernels run at the same time as they would on the GPUs of one host.
+struct OneShotRanks {
+  static constexpr int kSlots = 64;  // status slots per rank, one per launch between resets
+  explicit OneShotRanks(int n) : n(n) {
+    device::Device& d = dev();
+    const std::vector<char> zeros(one_shot::kAreaBytes, 0);
+    for (int r = 0; r < n; ++r) {
+      areas.push_back(static_cast<char*>(d.malloc(one_shot::kAreaBytes)));
+      d.memcpy(areas.back(), zeros.data(), zeros.size());
+      words.push_back(static_cast<uint32_t*>(d.mallocHost((1 + kSlots * one_shot::kStatusWords) * 4)));
+      std::memset(words.back(), 0, (1 + kSlots * one_shot::kStatusWords) * 4);
+      streams.push_back(d.createStream());
+    }
+  }
+  ~OneShotRanks() {
+    device::Device& d = dev();
+    for (int r = 0; r < n; ++r) {
+      d.synchronize(streams[r]);
+      d.destroyStream(streams[r]);
+      d.free(areas[r]);
+      d.freeHost(words[r]);
+    }
+  }
+  uint32_t* status(int r, uint64_t epoch) { return words[r] + 1 + (epoch % kSlots) * one_shot::kStatusWords; }
+  // Rank r's launch of call `epoch` (the same on every rank that takes part).
+  void launch(int r, uint64_t epoch, const void* in, void* out, size_t count, hocclDataType_t dt, BinOp op,
+              uint64_t call = 7, uint64_t timeoutNs = 60'000'000'000ull) {
+    one_shot::Args a;
+    a.in = in;
+    a.out = out;
+    a.count = count;
+    a.nranks = n;
+    a.rank = r;
+    a.epoch = epoch;
+    a.call = call;
+    for (int j = 0; j < n; ++j) a.areas[j] = areas[j];
+    a.abort = words[r];
+    a.status = status(r, epoch);
+    std::memset(a.status, 0, one_shot::kStatusWords * 4);
+    a.timeoutNs = timeoutNs;
+    dev().launchOneShotAllReduce(streams[r], a, dt, op);
+  }
+  void synchronize() {
+    for (int r = 0; r < n; ++r) dev().synchronize(streams[r]);
+  }
+  int n;
+  std::vector<char*> areas;
+  std::vector<uint32_t*> words;
+  std::vector<device::Stream> streams;
+};
+
+}  // namespace
+
+TEST_CASE("the one-kernel all-reduce: every type and op bit for bit against the CPU kernels in rank order",
+          "[one_shot]") {
+  device::Device& d = dev();
+  INFO("device: " << d.name());
+  const int n = 3;
+  OneShotRanks ranks(n);
+  std::mt19937_64 rng(29);
+  uint64_t epoch = 0;
+  for (int t = 0; t < hocclNumTypes; ++t) {
+    const auto dt = static_cast<hocclDataType_t>(t);
+    const size_t e = typeSize(dt), most = one_shot::kSlotBytes / e;
+    for (size_t count : {size_t{1}, size_t{7}, size_t{1001}, most}) {
+      // Every rank's input: random values (floats past fp16's and e4m3's range: saturation; integers: any bits, which
+      // wrap).
+      const bool isFloat = dt == hocclFloat16 || dt == hocclFloat32 || dt == hocclFloat64 || dt == hocclBfloat16 ||
+                           dt == hocclFloat8e4m3 || dt == hocclFloat8e5m2;
+      std::uniform_real_distribution<double> wide(-70000.0, 70000.0);
+      std::vector<std::vector<char>> in(n, std::vector<char>(count * e));
+      for (auto& v : in)
+        for (size_t i = 0; i < count; ++i) {
+          if (isFloat) {
+            fromDouble(wide(rng) / double(1 << (rng() % 20)), v.data() + i * e, dt);
+          } else {
+            const uint64_t x = rng();
+            std::memcpy(v.data() + i * e, &x, e);
+          }
+        }
+      std::vector<char*> din(n), dout(n * 4);
+      for (int r = 0; r < n; ++r) {
+        din[r] = static_cast<char*>(d.malloc(count * e));
+        d.memcpy(din[r], in[r].data(), count * e);
+      }
+      const BinOp ops[] = {BinOp::Sum, BinOp::Prod, BinOp::Max, BinOp::Min};
+      for (int k = 0; k < 4; ++k)  // four calls in a row without a synchronisation: the slots' parities cycle
+        for (int r = 0; r < n; ++r) {
+          dout[r * 4 + k] = static_cast<char*>(d.malloc(count * e));
+          ranks.launch(r, epoch + 1 + k, din[r], dout[r * 4 + k], count, dt, ops[k]);
+        }
+      ranks.synchronize();
+      for (int k = 0; k < 4; ++k) {
+        std::vector<char> want = in[0];
+        for (int j = 1; j < n; ++j) kernels::reduce(want.data(), want.data(), in[j].data(), count, dt, ops[k]);
+        for (int r = 0; r < n; ++r) {
+          INFO("type " << typeName(dt) << ", " << count << " elements, op " << opName(ops[k]) << ", rank " << r);
+          CHECK(ranks.status(r, epoch + 1 + k)[0] == one_shot::kDone);
+          std::vector<char> got(count * e);
+          d.memcpy(got.data(), dout[r * 4 + k], count * e);
+          // The same bits, or NaN both (inf + -inf: the CPU's vector loops and the scalar functors may give NaNs of
+          // different signs).
+          auto same = [&](size_t i) {
+            return std::memcmp(got.data() + i * e, want.data() + i * e, e) == 0 ||
+                   (isFloat && std::isnan(toDouble(got.data() + i * e, dt)) &&
+                    std::isnan(toDouble(want.data() + i * e, dt)));
+          };
+          size_t first = 0;
+          while (first < count && same(first)) ++first;
+          if (first < count)
+            FAIL_CHECK("element " << first << ": got " << toDouble(got.data() + first * e, dt) << ", want "
+                                  << toDouble(want.data() + first * e, dt));
+          d.free(dout[r * 4 + k]);
+        }
+      }
+      epoch += 4;
+      for (char* p : din) d.free(p);
+    }
+  }
+}
+
+TEST_CASE("the one-kernel all-reduce: in place, a mismatch, a timeout, a failed peer and an abort end each launch",
+          "[one_shot]") {
+  device::Device& d = dev();
+  INFO("device: " << d.name());
+  const int n = 3;
+  OneShotRanks ranks(n);
+  const size_t count = 500;
+  std::vector<float> host(count);
+  std::vector<float*> buf(n);
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < count; ++i) host[i] = float(r + 1) * float(i % 9);
+    buf[r] = static_cast<float*>(d.malloc(count * sizeof(float)));
+    d.memcpy(buf[r], host.data(), count * sizeof(float));
+  }
+  // In place.
+  for (int r = 0; r < n; ++r) ranks.launch(r, 1, buf[r], buf[r], count, hocclFloat, BinOp::Sum);
+  ranks.synchronize();
+  for (int r = 0; r < n; ++r) {
+    CHECK(ranks.status(r, 1)[0] == one_shot::kDone);
+    d.memcpy(host.data(), buf[r], count * sizeof(float));
+    for (size_t i = 0; i < count; ++i) REQUIRE(host[i] == 6.0f * float(i % 9));
+  }
+  // Rank 2 makes another call: nothing is read; every rank ends with a mismatch naming a rank whose call differs from
+  // its own, or with a peer's failure whose code says mismatch (it stopped first).
+  std::vector<float> before(count);
+  d.memcpy(before.data(), buf[0], count * sizeof(float));
+  for (int r = 0; r < n; ++r) ranks.launch(r, 2, buf[r], buf[r], count, hocclFloat, BinOp::Sum, r == 2 ? 8 : 7);
+  ranks.synchronize();
+  int found = 0;
+  for (int r = 0; r < n; ++r) {
+    const uint32_t* st = ranks.status(r, 2);
+    INFO("rank " << r << ": status " << st[0] << ", peer " << st[1] << ", detail " << st[2]);
+    if (st[0] == one_shot::kMismatch) {
+      ++found;
+      CHECK(st[1] == (r == 2 ? 0u : 2u));
+      CHECK(st[2] == (r == 2 ? 7u : 8u));  // the other's descriptor, low word
+    } else {
+      CHECK(st[0] == one_shot::kPeerFailed);
+      CHECK(st[2] == one_shot::kMismatch);
+    }
+  }
+  CHECK(found >= 1);
+  d.memcpy(host.data(), buf[0], count * sizeof(float));
+  CHECK(host == before);  // not reduced
+  // A fresh set of ranks: rank 0 alone times out waiting for rank 1; then rank 1, alone too, sees rank 0 failed.
+  OneShotRanks fresh(n);
+  fresh.launch(0, 1, buf[0], buf[0], count, hocclFloat, BinOp::Sum, 7, 200'000'000ull);
+  fresh.synchronize();
+  CHECK(fresh.status(0, 1)[0] == one_shot::kTimeout);
+  CHECK(fresh.status(0, 1)[1] == 1);
+  fresh.launch(1, 1, buf[1], buf[1], count, hocclFloat, BinOp::Sum);
+  fresh.synchronize();
+  CHECK(fresh.status(1, 1)[0] == one_shot::kPeerFailed);
+  CHECK(fresh.status(1, 1)[1] == 0);
+  CHECK(fresh.status(1, 1)[2] == one_shot::kTimeout);
+  // Another: rank 0 alone, stopped by its abort word.
+  OneShotRanks again(n);
+  again.launch(0, 1, buf[0], buf[0], count, hocclFloat, BinOp::Sum);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  __atomic_store_n(again.words[0], 1u, __ATOMIC_RELEASE);
+  again.synchronize();
+  CHECK(again.status(0, 1)[0] == one_shot::kAborted);
+  for (float* p : buf) d.free(p);
 }
