@@ -39,6 +39,25 @@ namespace {
 
 bool has(const char* text, const char* part) { return std::strstr(text, part) != nullptr; }
 
+// On stream s: a pause, then the device's copy of `prepared` into `in` (count floats), then the all-reduce (sum) of
+// `in` into `out` on comm, then the device's copy of `out` into `snapshot`. Fails when the all-reduce waited for the
+// earlier work (it must only be queued behind it); `seen` gets the snapshot after the stream has run.
+int allReduceBehindEarlierWork(hocclComm_t comm, int rank, hocclStream_t s, float* in, float* out, const float* prepared,
+                               float* snapshot, size_t count, std::vector<float>* seen) {
+  hoccl::device::Device* dev = hoccl::device::current();
+  std::atomic<bool> written{false};
+  dev->launchHostFunc(s, [] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
+  dev->launchCopy(s, in, prepared, count * sizeof(float));
+  dev->launchHostFunc(s, [&] { written = true; });
+  MP_CHECK(rank, hocclAllReduce(in, out, count, hocclFloat, hocclSum, comm, s));
+  if (written.load()) return fail(rank, "hocclAllReduce on device buffers waited for the stream's earlier work");
+  dev->launchCopy(s, snapshot, out, count * sizeof(float));
+  MP_CHECK(rank, hocclStreamSynchronize(s));
+  seen->assign(count, -1.0f);
+  MP_CHECK(rank, hocclDeviceMemcpy(seen->data(), snapshot, count * sizeof(float)));
+  return 0;
+}
+
 int ordering(hocclComm_t comm, int rank, int n) {
   hoccl::device::Device* dev = hoccl::device::current();
   if (!dev || !dev->simulated()) return fail(rank, "HOCCL_DEVICE=sim did not give the simulated device");
@@ -59,17 +78,8 @@ int ordering(hocclComm_t comm, int rank, int n) {
   MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&prepared), count * sizeof(float)));
   MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&snapshot), count * sizeof(float)));
   MP_CHECK(rank, hocclDeviceMemcpy(prepared, hostIn.data(), count * sizeof(float)));
-  std::atomic<bool> written{false};
-  dev->launchHostFunc(s, [] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
-  dev->launchCopy(s, in, prepared, count * sizeof(float));
-  dev->launchHostFunc(s, [&] { written = true; });
-  MP_CHECK(rank, hocclAllReduce(in, out, count, hocclFloat, hocclSum, comm, s));
-  if (written.load()) return fail(rank, "hocclAllReduce on device buffers waited for the stream's earlier work");
-  // Later work: the device copies the result aside.
-  std::vector<float> seen(count, -1.0f);
-  dev->launchCopy(s, snapshot, out, count * sizeof(float));
-  MP_CHECK(rank, hocclStreamSynchronize(s));
-  MP_CHECK(rank, hocclDeviceMemcpy(seen.data(), snapshot, count * sizeof(float)));
+  std::vector<float> seen;  // what the later work (the device's copy of the result) saw
+  if (int e = allReduceBehindEarlierWork(comm, rank, s, in, out, prepared, snapshot, count, &seen)) return e;
   const float base = float(n) * float(n + 1) / 2;
   for (size_t i = 0; i < count; ++i)
     if (seen[i] != base + float(n) * float(i % 7))
@@ -195,18 +205,10 @@ int oneKernel(hocclComm_t comm, int rank, int n) {
   for (size_t i = 0; i < count; ++i) hostIn[i] = float(rank + 1) * float(1 + i % 5);
   MP_CHECK(rank, hocclDeviceMemcpy(prepared, hostIn.data(), count * sizeof(float)));
   const uint64_t before = hoccl::OneShotAllReduce::launches();
-  std::atomic<bool> written{false};
-  dev->launchHostFunc(s, [] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
-  dev->launchCopy(s, in, prepared, count * sizeof(float));
-  dev->launchHostFunc(s, [&] { written = true; });
-  MP_CHECK(rank, hocclAllReduce(in, out, count, hocclFloat, hocclSum, sub, s));
-  if (written.load()) return fail(rank, "the one-kernel all-reduce waited for the stream's earlier work");
+  std::vector<float> seen;
+  if (int e = allReduceBehindEarlierWork(sub, rank, s, in, out, prepared, snapshot, count, &seen)) return e;
   if (hoccl::OneShotAllReduce::launches() != before + 1)
     return fail(rank, "a small all-reduce on device buffers past the checked calls did not run as one kernel");
-  dev->launchCopy(s, snapshot, out, count * sizeof(float));
-  MP_CHECK(rank, hocclStreamSynchronize(s));
-  std::vector<float> seen(count);
-  MP_CHECK(rank, hocclDeviceMemcpy(seen.data(), snapshot, count * sizeof(float)));
   const float ranks = float(n) * float(n + 1) / 2;
   for (size_t i = 0; i < count; ++i)
     if (seen[i] != ranks * float(1 + i % 5))

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "rank_runner.h"
 #include "transports/transport.h"
 
 namespace hoccl::test {
@@ -54,5 +55,28 @@ MismatchOutcome exchangeTagged(transport::Channel& ch, int rank, size_t bytes, t
 /// with hocclInvalidUsage saying the message belongs to another call (naming `peer`, when given), else delivered the
 /// bytes intact; either way nothing past its buffer.
 std::string taggedProblems(const MismatchOutcome& seen, bool intact, bool mismatch, const std::string& peer);
+
+/// One "[tag]" case on two ranks, each joined by `connect(rank)` (a state with `channels` by peer and a `boot` to
+/// barrier on before it goes): exchangeTagged between them, then what is wrong ("" when nothing): the first rank's
+/// error, or the receiver's side by taggedProblems (with its error message).
+template <class Connect>
+std::string taggedCase(Connect&& connect, size_t bytes, transport::CallTag sendTag, transport::CallTag recvTag,
+                       bool sink, bool mismatch, const std::string& peer) {
+  MismatchOutcome seen;
+  bool intact = false;
+  const std::string error = firstError(runThreads(2, [&](int r) {
+    auto st = connect(r);
+    bool mine = false;
+    MismatchOutcome out = exchangeTagged(*st.channels.at(1 - r), r, bytes, sendTag, recvTag, sink, &mine);
+    if (r == 1) {
+      seen = out;
+      intact = mine;
+    }
+    st.boot->barrier();  // nobody tears down while its peer still reads
+  }));
+  if (!error.empty()) return "a rank failed: " + error;
+  const std::string problems = taggedProblems(seen, intact, mismatch, peer);
+  return problems.empty() ? problems : problems + " (the receiver's error: " + seen.error + ")";
+}
 
 }  // namespace hoccl::test

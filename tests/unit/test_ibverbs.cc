@@ -976,23 +976,8 @@ TEST_CASE("ibverbs on a simulated device: a message of the right size tagged for
         DYNAMIC_SECTION("tags " << t.send << "/" << t.recv << ", " << bytes << " bytes" << (sink ? ", sink" : "")) {
           FakeVerbs fake;
           auto id = boot::createUniqueId();
-          test::MismatchOutcome seen;
-          bool intact = false;
-          auto errors = test::runThreads(2, [&](int r) {
-            SimRank st = connectSim(id, r, 2, fake.lib());
-            bool mine = false;
-            test::MismatchOutcome out =
-                test::exchangeTagged(*st.channels.at(1 - r), r, bytes, t.send, t.recv, sink, &mine);
-            if (r == 1) {
-              seen = out;
-              intact = mine;
-            }
-            st.boot->barrier();  // nobody tears down while a peer still reads its credit word
-          });
-          INFO(test::firstError(errors));
-          CHECK(test::firstError(errors).empty());
-          INFO(seen.error);
-          CHECK(test::taggedProblems(seen, intact, t.mismatch, "rank 0 (host simhost0") == "");
+          CHECK(test::taggedCase([&](int r) { return connectSim(id, r, 2, fake.lib()); }, bytes, t.send, t.recv, sink,
+                                 t.mismatch, "rank 0 (host simhost0") == "");
         }
       }
     }

@@ -516,23 +516,8 @@ TEST_CASE("a message of the right size tagged for another call is an error on sh
           DYNAMIC_SECTION(kindName(kind) << ": tags " << t.send << "/" << t.recv << ", " << bytes << " bytes"
                                          << (sink ? ", sink" : "")) {
             auto id = boot::createUniqueId();
-            test::MismatchOutcome seen;
-            bool intact = false;
-            auto errors = runThreads(2, [&](int r) {
-              RankState st = connectRank(id, r, 2, kind);
-              bool mine = false;
-              test::MismatchOutcome out = test::exchangeTagged(*st.channels.at(1 - r), r, bytes, t.send, t.recv,
-                                                               sink, &mine);
-              if (r == 1) {
-                seen = out;
-                intact = mine;
-              }
-              st.boot->barrier();
-            });
-            INFO(firstError(errors));
-            CHECK(firstError(errors).empty());
-            INFO(seen.error);
-            CHECK(test::taggedProblems(seen, intact, t.mismatch, "rank 0 (host testhost") == "");
+            CHECK(test::taggedCase([&](int r) { return connectRank(id, r, 2, kind); }, bytes, t.send, t.recv, sink,
+                                   t.mismatch, "rank 0 (host testhost") == "");
           }
         }
       }

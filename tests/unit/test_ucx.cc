@@ -234,23 +234,8 @@ TEST_CASE("ucx: a message of the right size tagged for another call is an error;
       for (bool sink : {false, true}) {
         DYNAMIC_SECTION("tags " << t.send << "/" << t.recv << ", " << bytes << " bytes" << (sink ? ", sink" : "")) {
           auto id = boot::createUniqueId();
-          test::MismatchOutcome seen;
-          bool intact = false;
-          auto errors = runThreads(2, [&](int r) {
-            RankState st = connectRank(id, r, 2);
-            bool mine = false;
-            test::MismatchOutcome out =
-                test::exchangeTagged(*st.channels.at(1 - r), r, bytes, t.send, t.recv, sink, &mine);
-            if (r == 1) {
-              seen = out;
-              intact = mine;
-            }
-            st.boot->barrier();
-          });
-          INFO(firstError(errors));
-          CHECK(firstError(errors).empty());
-          INFO(seen.error);
-          CHECK(test::taggedProblems(seen, intact, t.mismatch, "") == "");
+          CHECK(test::taggedCase([&](int r) { return connectRank(id, r, 2); }, bytes, t.send, t.recv, sink,
+                                 t.mismatch, "") == "");
         }
       }
     }
