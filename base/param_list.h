@@ -165,8 +165,8 @@
   INT(LOCAL_RANK, std::nullopt, 0, 16777215, "This process's rank among the ranks of its host (set by hoccl-run)")     \
   INT(LOCAL_SIZE, std::nullopt, 1, 16777216, "Number of ranks on this process's host (set by hoccl-run)")              \
   INT(PORT, std::nullopt, 1, 65535,                                                                                    \
-      "Bootstrap root port under a launcher when HOCCL_COMM_ID is unset (unset: MASTER_PORT+1 under torchrun, "        \
-      "else 20000 + a hash of the launcher's job id mod 12000; docs/launchers.md)")                                    \
+      "Bootstrap root port under a launcher when HOCCL_COMM_ID is unset (unset: MASTER_PORT+1 under torchrun when it " \
+      "is below 32768, else 20000 + a hash of the launcher's job id mod 12000; docs/launchers.md)")                    \
   /* Cost model of the tuner (topology/link_model.cc): alpha-beta parameters per link class */                         \
   INT(LINK_BW_SELF, 10000, 1, 100000000, "Cost model: local copy/reduce rate, MB/s")                                   \
   INT(LINK_BW_INTRA_HOST, 4000, 1, 100000000,                                                                          \

@@ -39,7 +39,7 @@ struct LauncherInfo {
   int localSize = -1;           ///< processes on this host, -1 unknown
   int nodeIndex = -1;           ///< the launcher's index of this host (torchrun GROUP_RANK, SLURM_NODEID), -1 unknown
   std::string rootHost;         ///< the host rank 0 runs on per the launcher ("" unknown)
-  std::optional<int> rootPort;  ///< the root port the launcher's own rule gives (torchrun: MASTER_PORT+1)
+  std::optional<int> rootPort;  ///< the root port the launcher's own rule gives (torchrun: MASTER_PORT+1 below 32768)
   std::string jobKey;           ///< the same on every rank of the job and different between jobs ("" unknown)
   std::string vars;             ///< the variables read, for messages ("RANK=1, WORLD_SIZE=2, MASTER_ADDR (unset)")
   std::string rootHint;         ///< what to set when the root address cannot be found

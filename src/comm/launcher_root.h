@@ -15,10 +15,13 @@ namespace hoccl {
 constexpr int kLauncherPortBase = 20000;
 /// The number of ports in that range (20000..31999: below Linux's ephemeral ports, 32768 and up).
 constexpr int kLauncherPortRange = 12000;
+/// The first of Linux's ephemeral ports by default (net.ipv4.ip_local_port_range), which connect() and bind(0) hand
+/// out: torchrun --standalone's store port is one, and the port above it may be taken by any outgoing connection.
+constexpr int kFirstEphemeralPort = 32768;
 
 /// host:port of the job's root: HOCCL_COMM_ID; else the launcher's root host (loopback when every rank is on this
-/// host) and HOCCL_PORT, the launcher's port rule (torchrun: MASTER_PORT+1) or kLauncherPortBase + a hash of the job
-/// key. Throws InvalidUsage naming every variable read when neither is known.
+/// host) and HOCCL_PORT, the launcher's port rule (torchrun: MASTER_PORT+1 below the ephemeral ports) or
+/// kLauncherPortBase + a hash of the job key. Throws InvalidUsage naming every variable read when neither is known.
 std::string launcherRootAddress(const LauncherInfo& info);
 
 /// The job secret: HOCCL_AUTH_TOKEN, else one derived from the job key and the root address. A derived one keeps

@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/params.h"
 #include "comm/launcher_env.h"
+#include "comm/launcher_root.h"
 #include "topology/topology.h"
 
 namespace hoccl {
@@ -67,7 +68,9 @@ std::optional<LauncherInfo> probeHoccl(LauncherVars& vars) {
 }
 
 /// torchrun (torch.distributed.run): RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK (the node),
-/// MASTER_ADDR; the root port is MASTER_PORT+1 (torch's TCPStore owns MASTER_PORT itself).
+/// MASTER_ADDR; the root port is MASTER_PORT+1 (torch's TCPStore owns MASTER_PORT itself) unless that is an ephemeral
+/// port (--standalone's store port is one, from bind(0), and any outgoing connection may hold the port above it: a
+/// launch failed so once): then the job key's port in 20000-31999, as for the other launchers.
 std::optional<LauncherInfo> probeTorchrun(LauncherVars& vars) {
   auto rs = rankAndSize(vars, "RANK", "WORLD_SIZE");
   if (!rs) return std::nullopt;
@@ -77,11 +80,12 @@ std::optional<LauncherInfo> probeTorchrun(LauncherVars& vars) {
   auto addr = vars.text("MASTER_ADDR");
   auto port = vars.integer("MASTER_PORT", 1, 65535);
   if (addr) info.rootHost = *addr;
-  if (port && *port < 65535) info.rootPort = static_cast<int>(*port + 1);
+  if (port && *port + 1 < kFirstEphemeralPort) info.rootPort = static_cast<int>(*port + 1);
   auto runId = vars.text("TORCHELASTIC_RUN_ID");
   if (addr && port) info.jobKey = fmt::format("torchrun {} {}:{}", runId.value_or(""), *addr, *port);
   info.rootHint =
-      "torchrun sets MASTER_ADDR and MASTER_PORT (hoccl's root listens on MASTER_PORT+1); set them when setting "
+      "torchrun sets MASTER_ADDR and MASTER_PORT (hoccl's root listens on MASTER_PORT+1, or on a port of the job's "
+      "below 32000 when MASTER_PORT is an ephemeral one); set them when setting "
       "RANK/WORLD_SIZE by hand, or set HOCCL_COMM_ID=host:port";
   return info;
 }

@@ -138,6 +138,19 @@ TEST_CASE("launchers: torchrun", "[launcher]") {
     ScopedEnv addr("MASTER_ADDR", "::1");
     CHECK(launcherRootAddress(detected()) == "[::1]:29501");
   }
+  {  // torchrun --standalone: an ephemeral store port; the port above it may be any connection's, so the job's own
+    ScopedEnv port("MASTER_PORT", "45123");
+    const std::string addr = launcherRootAddress(detected());
+    const int chosen = std::stoi(addr.substr(addr.rfind(':') + 1));
+    CHECK(addr.rfind("node7:", 0) == 0);
+    CHECK(chosen >= kLauncherPortBase);
+    CHECK(chosen < kLauncherPortBase + kLauncherPortRange);
+    CHECK(launcherRootAddress(detected()) == addr);  // the same on every rank
+    ScopedEnv other("MASTER_PORT", "45125");        // another job on the machine: most likely another port
+    CHECK(launcherRootAddress(detected()) != addr);
+    ScopedEnv edge("MASTER_PORT", "32766");         // 32767 is still below the ephemeral ports
+    CHECK(launcherRootAddress(detected()) == "node7:32767");
+  }
   SECTION("partial: no MASTER_ADDR") {
     ScopedEnv addr("MASTER_ADDR", nullptr);
     std::string msg = errorOf([&] { launcherRootAddress(detected()); }, hocclInvalidUsage);

@@ -44,7 +44,8 @@ case "$MODE" in
       echo "SKIP: torchrun is not installed in the venv ($VENV_BIN); tools/install-deps --torch installs it"
       exit 77
     fi
-    # --standalone: torch picks a free port for its store (MASTER_PORT); hoccl's root takes MASTER_PORT+1.
+    # --standalone: torch picks a free (ephemeral) port for its store (MASTER_PORT); hoccl's root takes a port of the
+    # job's below 32000 (docs/launchers.md), not MASTER_PORT+1, which any outgoing connection may hold.
     timeout 120 "$VENV_BIN/torchrun" --standalone --nproc-per-node 2 --no-python "$PERF" "${ARGS[@]}" \
       > "$TMP/out" 2>&1
     check_one_job "torchrun --nproc-per-node 2" 2 "$TMP/out" $?
