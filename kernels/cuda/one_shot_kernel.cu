@@ -1,10 +1,10 @@
-// The one-kernel all-reduce (kernels/device/one_shot.h) on a GPU: one block of one_shot::kThreads threads runs the
+// The one-kernel all-reduce (kernels/device/one_shot_phases.h) on a GPU: one block of one_shot::kThreads threads runs the
 // phases; thread 0 does the waits and the publishing, and a __syncthreads() after each phase (with every thread's
 // system-wide fence before a publish) orders the block's writes before the words that announce them.
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/reduce_cuda.h"
-#include "kernels/device/one_shot.h"
+#include "kernels/device/one_shot_phases.h"
 #include "kernels/reduce_ops.h"
 #include "kernels/type_dispatch.h"
 

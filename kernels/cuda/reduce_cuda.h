@@ -10,7 +10,7 @@
 
 #include "hoccl/hoccl.h"
 #include "kernels/cpu/reduce.h"
-#include "kernels/device/one_shot.h"
+#include "kernels/device/one_shot_phases.h"
 
 extern "C" {
 
@@ -34,7 +34,7 @@ int hocclCudaDivide(void* data, size_t n, hocclDataType_t dt, int divisor, hoccl
 /// calls this once, when it is created, before any stream waits on hoccl. Returns 0 or the first CUDA error code.
 int hocclCudaPreload();
 
-/// Enqueues the one-kernel all-reduce (kernels/device/one_shot.h) of args->count elements of dt with op (a
+/// Enqueues the one-kernel all-reduce (kernels/device/one_shot_phases.h) of args->count elements of dt with op (a
 /// hoccl::kernels::BinOp as int) on `stream`; *args is copied before the call returns. Returns 0,
 /// cudaErrorInvalidValue (1) for an invalid type or op, or the launch's CUDA error code.
 int hocclCudaOneShotAllReduce(const hoccl::kernels::one_shot::Args* args, hocclDataType_t dt, int op,

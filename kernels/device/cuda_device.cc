@@ -22,7 +22,7 @@
 #include "base/log.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cuda/cuda_driver.h"
-#include "kernels/device/one_shot.h"
+#include "kernels/device/one_shot_phases.h"
 
 namespace hoccl::device {
 namespace {

@@ -18,7 +18,7 @@
 
 #include "hoccl/hoccl.h"
 #include "kernels/cpu/reduce.h"
-#include "kernels/device/one_shot.h"
+#include "kernels/device/one_shot_phases.h"
 
 namespace hoccl::device {
 
@@ -109,7 +109,7 @@ class Device {
   /// Enqueues data[i] /= divisor (Avg).
   virtual void launchDivide(Stream stream, void* data, size_t n, hocclDataType_t dt, int divisor) = 0;
 
-  /// Enqueues the one-kernel all-reduce of args.count elements of dt with op (kernels/device/one_shot.h): args' areas
+  /// Enqueues the one-kernel all-reduce of args.count elements of dt with op (kernels/device/one_shot_phases.h): args' areas
   /// are device memory (this rank's, and its peers' mapped through importHandle), abort and status memory of
   /// mallocHost. How it ended is in args.status once the stream has run it.
   virtual void launchOneShotAllReduce(Stream stream, const kernels::one_shot::Args& args, hocclDataType_t dt,

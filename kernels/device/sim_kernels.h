@@ -8,7 +8,7 @@
 
 #include "hoccl/hoccl.h"
 #include "kernels/cpu/reduce.h"
-#include "kernels/device/one_shot.h"
+#include "kernels/device/one_shot_phases.h"
 
 namespace hoccl::kernels::sim {
 
@@ -20,7 +20,7 @@ void reduce(void* dst, const void* a, const void* b, size_t n, hocclDataType_t d
 void scale(void* dst, const void* src, size_t n, hocclDataType_t dt, const void* scalar);
 /// data[i] /= divisor (divisor >= 1).
 void divide(void* data, size_t n, hocclDataType_t dt, int divisor);
-/// The one-kernel all-reduce (one_shot.h): its phases in order, each over every thread of the block (the barriers
+/// The one-kernel all-reduce (one_shot_phases.h): its phases in order, each over every thread of the block (the barriers
 /// of the CUDA kernel fall between them). Waits for the peers' ranks as the kernel does; args' pointers must be
 /// usable here (the simulated device's views).
 void oneShotAllReduce(const one_shot::Args& args, hocclDataType_t dt, BinOp op);

@@ -1,5 +1,5 @@
 /// @file one_shot.h
-/// The host side of the one-kernel all-reduce (kernels/device/one_shot.h has the kernel and its algorithm): small
+/// The host side of the one-kernel all-reduce (kernels/device/one_shot_phases.h has the kernel and its algorithm): small
 /// all-reduces on device buffers of the ranks of one host, launched straight onto the caller's stream, with no proxy
 /// thread in between (comm/proxy.h hands such calls here).
 ///
@@ -31,7 +31,7 @@
 
 #include "comm/group.h"
 #include "kernels/device/device.h"
-#include "kernels/device/one_shot.h"
+#include "kernels/device/one_shot_phases.h"
 
 namespace hoccl {
 

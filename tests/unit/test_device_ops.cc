@@ -10,7 +10,7 @@
 // - random data of every type (fp8 and fp16 saturating, integers wrapping) bit for bit against the CPU kernels;
 // - a flag wait holds later work until the host sets the flag; events and host functions keep stream order;
 //   pinned host memory is read by the kernels;
-// - the one-kernel all-reduce (kernels/device/one_shot.h) with its ranks as streams of this device: every type and op
+// - the one-kernel all-reduce (kernels/device/one_shot_phases.h) with its ranks as streams of this device: every type and op
 //   bit for bit against the CPU kernels folded in rank order, calls in a row, in place, and each way a launch ends
 //   early (a mismatch, its timeout, a failed peer, its abort word).
 //
@@ -27,7 +27,7 @@
 
 #include "kernels/cpu/reduce.h"
 #include "kernels/device/device.h"
-#include "kernels/device/one_shot.h"
+#include "kernels/device/one_shot_phases.h"
 #include "device_reference.h"
 
 using namespace hoccl;
@@ -251,7 +251,7 @@ TEST_CASE("device streams: a flag wait holds later work, events and host functio
 
 namespace {
 
-// The one-kernel all-reduce's ranks as streams of this one device (kernels/device/one_shot.h): each rank has its area
+// The one-kernel all-reduce's ranks as streams of this one device (kernels/device/one_shot_phases.h): each rank has its area
 // (device memory, zeroed), an abort word and status slots (pinned host memory), and runs its launches on its own
 // stream, so the ranks' kernels run at the same time as they would on the GPUs of one host.
 struct OneShotRanks {

@@ -1,4 +1,4 @@
-/// @file one_shot.h
+/// @file one_shot_phases.h
 /// The one-kernel all-reduce for small messages on device buffers: every rank of one host runs one kernel on its
 /// caller's stream that publishes its input in its own area, which every peer has mapped (CUDA IPC; the simulated
 /// device's shared memfd), and then reduces all ranks' published inputs straight out of the peers' areas. No host
