@@ -15,11 +15,12 @@
 // direct bytes: ranks on several emulated hosts, --hosts H, sets HOCCL_HOSTID per rank), asym (--p2p-off-rank R sets
 // HOCCL_DEVICE_P2P=0 on rank R only: R and its peers fall back to staging, and R moves no direct byte).
 // --expect-one-kernel yes|no: whether the small all-reduces (past the mismatch check's first calls) ran as one kernel
-// over the peers' mapped areas (comm/one_shot.h; ranks of one host with the shm session, HOCCL_DEVICE_ONE_SHOT).
+// over the peers' mapped areas (comm/one_shot.h; ranks of one host with the shm session, HOCCL_DEVICE_ONE_SHOT);
+// --one-kernel-off-rank R sets HOCCL_DEVICE_ONE_SHOT=0 on rank R only: no rank may take the path then.
 //
 // Usage: mp_collectives --ranks N --transport shm|tcp|ucx [--large] [--device] [--registered all|some]
 //            [--hosts H] [--expect-path p2p|staged|hier|asym] [--expect-handle fd|legacy] [--p2p-off-rank R]
-//            [--expect-one-kernel yes|no]
+//            [--expect-one-kernel yes|no] [--one-kernel-off-rank R]
 //            [--check-shm-release] (HOCCL_MAX_CONNS over shm: shm_release.h) [--skew]
 //            --skew: every rank's buffers start 16 x rank bytes (mod 64) into a cache line, so that peers' buffers
 //            lie at different offsets within one (single copy's bounce buffer, shm_single_copy.cc)
@@ -67,6 +68,7 @@ std::string gExpectPath;          // --expect-path: which device path must have 
 std::string gExpectHandle;        // --expect-handle fd|legacy: how the direct path's peer areas must have been mapped
 std::string gExpectOneKernel;     // --expect-one-kernel yes|no: whether small all-reduces ran as one kernel
 int gP2pOffRank = -1;             // --p2p-off-rank: the rank with HOCCL_DEVICE_P2P=0
+int gOneKernelOffRank = -1;       // --one-kernel-off-rank: the rank with HOCCL_DEVICE_ONE_SHOT=0
 bool gCheckShmRelease = false;    // --check-shm-release: after the matrix, only the ring neighbours' slots stay mapped
 bool gSkew = false;               // --skew: buffers at 16 x rank bytes (mod 64) past a cache line's start
 
@@ -549,6 +551,7 @@ int main(int argc, char** argv) {
     else if (a == "--expect-one-kernel" && i + 1 < argc) gExpectOneKernel = argv[++i];
     else if (a == "--expect-handle" && i + 1 < argc) gExpectHandle = argv[++i];
     else if (a == "--p2p-off-rank" && i + 1 < argc) gP2pOffRank = std::atoi(argv[++i]);
+    else if (a == "--one-kernel-off-rank" && i + 1 < argc) gOneKernelOffRank = std::atoi(argv[++i]);
     else if (a == "--check-shm-release") gCheckShmRelease = true;
     else if (a == "--skew") gSkew = true;
   }
@@ -581,6 +584,7 @@ int main(int argc, char** argv) {
     if (hosts > 1)  // emulated hosts of n / hosts consecutive ranks each (read at init)
       setenv("HOCCL_HOSTID", ("mp-host-" + std::to_string(rank * hosts / n)).c_str(), 1);
     if (rank == gP2pOffRank) setenv("HOCCL_DEVICE_P2P", "0", 1);
+    if (rank == gOneKernelOffRank) setenv("HOCCL_DEVICE_ONE_SHOT", "0", 1);
     hocclComm_t comm;
     MP_CHECK(rank, hocclCommInitRank(&comm, n, id, rank));
     if (gDevice) MP_CHECK(rank, hocclStreamCreate(&gStream));
