@@ -4,7 +4,7 @@
 /// device's shared memfd), and then reduces all ranks' published inputs straight out of the peers' areas. No host
 /// thread takes part, so a call costs one launch instead of the proxy's hand-offs (src/comm/one_shot.h drives it).
 /// The phases are written once here, for the CUDA kernel (kernels/cuda/one_shot_kernel.cu) and for the simulated
-/// device, which runs them thread by thread on its stream (kernels/device/sim_device.cc).
+/// device, which runs them thread by thread on its stream (kernels/device/sim_kernels.cc).
 ///
 /// Algorithm, call number e (1, 2, ... on every rank; parity p = e % 2), one block of kThreads threads:
 ///   1. wait until every peer has finished reading this rank's parity-p slot of call e - 2 (its `done` >= e - 2);
@@ -17,7 +17,7 @@
 ///   6. publish done = e.
 /// Two parities let a rank publish call e + 1 while slow peers still read call e. Every wait polls the abort word (the
 /// communicator's health, mirrored into pinned host memory) and gives up after the timeout; a rank that fails writes
-/// its `failed` word, which stops the peers' waits for it at once. Memory safety: a peer's slot is read only after
+/// its `failed` word (with its reason), which stops the peers' waits for it at once. Memory safety: a peer's slot is read only after
 /// its header shows the same byte count as this rank's, which never exceeds kSlotBytes; writes go to this rank's own
 /// area and `out`.
 #pragma once
