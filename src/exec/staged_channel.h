@@ -13,6 +13,8 @@
 ///   device's reduce kernel reading the (device-mapped) slot; the wire keeps receiving while the device works.
 /// - Slots: HOCCL_STAGING_SLOTS pinned buffers per direction and peer, allocated once and kept.
 /// - Zero-byte transfers complete at once and never reach the wire (on both sides).
+/// - Every piece goes on the wire with its operation's call tag (transport.h: RecvTarget::tag), and every piece's
+///   receive expects it, so the wire fails a piece of the right size sent for another call.
 /// - Agreement: the first staged send to a peer is preceded by a 16-byte hello (a magic word and the piece size), and
 ///   the first staged receive checks the peer's: different piece sizes, or a peer that sends unstaged data where
 ///   this rank stages (host buffers there, device buffers here: its first message is not a hello, or not 16 bytes
