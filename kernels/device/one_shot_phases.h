@@ -73,17 +73,17 @@ constexpr int kStatusWords = 8;
 
 /// One launch.
 struct Args {
-  const void* in = nullptr;  ///< this rank's input (device memory), count elements
-  void* out = nullptr;       ///< the result (device memory; may equal in)
-  size_t count = 0;          ///< elements
-  int nranks = 0;            ///< ranks (2..kMaxRanks)
-  int rank = 0;              ///< this rank
-  uint64_t epoch = 0;        ///< this call's number on the path (1, 2, ...)
-  uint64_t call = 0;         ///< this call's descriptor
-  char* areas[kMaxRanks] = {};           ///< every rank's area (this rank's own, the peers' mapped here)
+  const void* in = nullptr;                  ///< this rank's input (device memory), count elements
+  void* out = nullptr;                       ///< the result (device memory; may equal in)
+  size_t count = 0;                          ///< elements
+  int nranks = 0;                            ///< ranks (2..kMaxRanks)
+  int rank = 0;                              ///< this rank
+  uint64_t epoch = 0;                        ///< this call's number on the path (1, 2, ...)
+  uint64_t call = 0;                         ///< this call's descriptor
+  char* areas[kMaxRanks] = {};               ///< every rank's area (this rank's own, the peers' mapped here)
   const volatile uint32_t* abort = nullptr;  ///< pinned host word: non-zero stops every wait
-  uint32_t* status = nullptr;            ///< pinned host words (kStatusWords): how the launch ended
-  uint64_t timeoutNs = 0;                ///< longest wait
+  uint32_t* status = nullptr;                ///< pinned host words (kStatusWords): how the launch ended
+  uint64_t timeoutNs = 0;                    ///< longest wait
 };
 
 /// Nanoseconds of a monotonic clock (the GPU's global timer; steady_clock on the host).
@@ -142,8 +142,7 @@ HOCCL_HD void fail(const Args& a, uint32_t code, int peer, uint64_t detail = 0, 
   a.status[2] = static_cast<uint32_t>(detail);
   a.status[3] = static_cast<uint32_t>(detail >> 32);
   a.status[4] = static_cast<uint32_t>(bytes);
-  storeRelease(wordAt(a.areas[a.rank], kFailedOffset),
-               uint64_t{code} << 56 | (a.epoch & ((uint64_t{1} << 56) - 1)));
+  storeRelease(wordAt(a.areas[a.rank], kFailedOffset), uint64_t{code} << 56 | (a.epoch & ((uint64_t{1} << 56) - 1)));
 #ifdef __CUDA_ARCH__
   __threadfence_system();
   *reinterpret_cast<volatile uint32_t*>(&a.status[0]) = code;
@@ -211,8 +210,7 @@ HOCCL_HD void publish(const Args& a, size_t bytes) {
 
 /// Phase 4 (one thread): every peer published this call, with this rank's descriptor and bytes.
 HOCCL_HD bool waitPublished(const Args& a, size_t bytes) {
-  if (!waitPeers(a, [&](int j) { return loadAcquire(&headerOf(a.areas[j], a.epoch)->epoch) >= a.epoch; }))
-    return false;
+  if (!waitPeers(a, [&](int j) { return loadAcquire(&headerOf(a.areas[j], a.epoch)->epoch) >= a.epoch; })) return false;
   for (int j = 0; j < a.nranks; ++j) {
     if (j == a.rank) continue;
     Header* h = headerOf(a.areas[j], a.epoch);  // read like the epoch: past any cache, after it

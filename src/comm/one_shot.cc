@@ -29,9 +29,9 @@ namespace {
 
 // What a rank offers in the first round of the set-up.
 struct Offer {
-  uint32_t willing = 0;   // it wants the path and exported its area
-  int32_t pid = 0;        // for messages
-  device::IpcHandle area;  // its area (size and offset included)
+  uint32_t willing = 0;     // it wants the path and exported its area
+  int32_t pid = 0;          // for messages
+  device::IpcHandle area;   // its area (size and offset included)
   char deviceKey[64] = {};  // device::Device::peerKey(), NUL-terminated
 };
 
@@ -56,8 +56,7 @@ std::atomic<uint64_t>& OneShotAllReduce::launches() {
 }
 
 uint64_t oneShotDescriptor(const Op& op) {
-  return uint64_t{callTagOf(op)} << 32 | uint64_t{static_cast<uint32_t>(op.dtype)} << 8 |
-         static_cast<uint32_t>(op.op);
+  return uint64_t{callTagOf(op)} << 32 | uint64_t{static_cast<uint32_t>(op.dtype)} << 8 | static_cast<uint32_t>(op.op);
 }
 
 OneShotAllReduce::OneShotAllReduce(Communicator& comm, device::Device& dev)
@@ -104,8 +103,7 @@ std::unique_ptr<OneShotAllReduce> OneShotAllReduce::setUp(Communicator& comm) {
   comm.bootstrap().allGather(offers.data(), sizeof(Offer));
   for (int r = 0; r < n; ++r) {
     if (offers[static_cast<size_t>(r)].willing) continue;
-    if (r == me)
-      HOCCL_INFO(kInit, "{}: no one-kernel all-reduce on device buffers: {}", comm.describe(), why);
+    if (r == me) HOCCL_INFO(kInit, "{}: no one-kernel all-reduce on device buffers: {}", comm.describe(), why);
     return nullptr;  // every rank sees the same offers
   }
   // Round 2: every rank maps every peer's area (no smaller than the kernel reads) and checks that its device reaches it.
@@ -115,9 +113,10 @@ std::unique_ptr<OneShotAllReduce> OneShotAllReduce::setUp(Communicator& comm) {
       if (j == me) continue;
       const Offer& o = offers[static_cast<size_t>(j)];
       if (o.area.offset > o.area.size || o.area.size - o.area.offset < os::kAreaBytes)
-        throwInvalidUsage(fmt::format("rank {} offers an area of {} bytes at offset {}, less than the {} the kernel "
-                                      "reads",
-                                      j, o.area.size, o.area.offset, os::kAreaBytes));
+        throwInvalidUsage(
+            fmt::format("rank {} offers an area of {} bytes at offset {}, less than the {} the kernel "
+                        "reads",
+                        j, o.area.size, o.area.offset, os::kAreaBytes));
       const std::string key(o.deviceKey, strnlen(o.deviceKey, sizeof o.deviceKey));
       if (!path->dev_.canAccessPeer(key))
         throwInvalidUsage(fmt::format("this device cannot reach rank {}'s ({})", j, key));
@@ -131,8 +130,10 @@ std::unique_ptr<OneShotAllReduce> OneShotAllReduce::setUp(Communicator& comm) {
   for (uint8_t v : ok)
     if (!v) return nullptr;  // the destructor unmaps what was mapped
   comm.health().mirrorInto(path->words_);
-  HOCCL_INFO(kInit, "{}: small all-reduces on device buffers (up to {} bytes) run as one kernel over the {} ranks' "
-             "mapped areas", comm.describe(), os::kSlotBytes, n);
+  HOCCL_INFO(kInit,
+             "{}: small all-reduces on device buffers (up to {} bytes) run as one kernel over the {} ranks' "
+             "mapped areas",
+             comm.describe(), os::kSlotBytes, n);
   return path;
 }
 
@@ -292,10 +293,10 @@ std::string OneShotAllReduce::pollLocked() {
       comm_.recorder().update(rec.traceId, TraceState::Failed);
       if (failure_.empty()) {
         failure_ = describeFailure(rec, status);
-        const int result = code == os::kTimeout    ? hocclTimeout
-                           : code == os::kMismatch ? hocclInvalidUsage
+        const int result = code == os::kTimeout                               ? hocclTimeout
+                           : code == os::kMismatch                            ? hocclInvalidUsage
                            : code == os::kAborted && comm_.health().aborted() ? hocclInvalidUsage
-                                                                               : hocclRemoteError;
+                                                                              : hocclRemoteError;
         int expected = hocclSuccess;
         comm_.asyncError.compare_exchange_strong(expected, result);
         HOCCL_WARN(kColl, "{}", failure_);
@@ -341,14 +342,15 @@ std::string OneShotAllReduce::describeFailure(const Launch& l, const uint32_t* s
                                        describeOp(op), l.seq);
   const int peer = static_cast<int>(status[1]);
   const auto& ranks = comm_.bootstrap().ranks();
-  const std::string who =
-      peer >= 0 && peer < static_cast<int>(ranks.size()) ? boot::describeRank(ranks[static_cast<size_t>(peer)])
-                                                        : fmt::format("rank {}", peer);
+  const std::string who = peer >= 0 && peer < static_cast<int>(ranks.size())
+                              ? boot::describeRank(ranks[static_cast<size_t>(peer)])
+                              : fmt::format("rank {}", peer);
   switch (status[0]) {
     case os::kTimeout:
-      return fmt::format("{} waited {} s for {} to reach the same call (HOCCL_TIMEOUT): is it still running, and "
-                         "making the same calls in the same order?",
-                         what, timeoutNs_ / 1000000000ull, who);
+      return fmt::format(
+          "{} waited {} s for {} to reach the same call (HOCCL_TIMEOUT): is it still running, and "
+          "making the same calls in the same order?",
+          what, timeoutNs_ / 1000000000ull, who);
     case os::kMismatch: {
       const uint64_t theirs = uint64_t{status[3]} << 32 | status[2];
       Op other = op;  // the peer's call as its descriptor and byte count say
@@ -356,24 +358,26 @@ std::string OneShotAllReduce::describeFailure(const Launch& l, const uint32_t* s
       other.op = static_cast<hocclRedOp_t>(theirs & 0xff);
       const bool known = other.dtype < hocclNumTypes && other.op < hocclNumOps;
       other.count = known ? status[4] / kernels::typeSize(other.dtype) : 0;
-      const std::string call =
-          known ? describeOp(other) : fmt::format("a call of {} bytes with descriptor {:#018x}", status[4], theirs);
-      return fmt::format("{}: {} made another call at this point: {} (call tag {:#010x}, this rank's {:#010x}; the tags "
-                         "differ for the same call made in another order too). Nothing was read from it. The ranks' "
-                         "calls differ (type, op, count, collective or order); HOCCL_CHECK_MISMATCH=2 checks every "
-                         "call on the proxy and names both",
-                         what, who, call, static_cast<uint32_t>(theirs >> 32), static_cast<uint32_t>(l.call >> 32));
+      const std::string call = known ? describeOp(other)
+                                     : fmt::format("a call of {} bytes with descriptor {:#018x}", status[4], theirs);
+      return fmt::format(
+          "{}: {} made another call at this point: {} (call tag {:#010x}, this rank's {:#010x}; the tags "
+          "differ for the same call made in another order too). Nothing was read from it. The ranks' "
+          "calls differ (type, op, count, collective or order); HOCCL_CHECK_MISMATCH=2 checks every "
+          "call on the proxy and names both",
+          what, who, call, static_cast<uint32_t>(theirs >> 32), static_cast<uint32_t>(l.call >> 32));
     }
     case os::kPeerFailed: {
       const uint32_t theirs = status[2];
-      const char* why = theirs == os::kMismatch    ? "found that the ranks' calls differ"
-                        : theirs == os::kTimeout   ? "gave up waiting for another rank (HOCCL_TIMEOUT)"
-                        : theirs == os::kAborted   ? "was stopped: its communicator was aborted or failed"
+      const char* why = theirs == os::kMismatch     ? "found that the ranks' calls differ"
+                        : theirs == os::kTimeout    ? "gave up waiting for another rank (HOCCL_TIMEOUT)"
+                        : theirs == os::kAborted    ? "was stopped: its communicator was aborted or failed"
                         : theirs == os::kPeerFailed ? "stopped because a third rank's failed"
                                                     : "failed";
-      return fmt::format("{} stopped: {}'s one-kernel all-reduce of this call {} (its own error says more), so every "
-                         "rank stops",
-                         what, who, why);
+      return fmt::format(
+          "{} stopped: {}'s one-kernel all-reduce of this call {} (its own error says more), so every "
+          "rank stops",
+          what, who, why);
     }
     default:
       if (comm_.health().aborted()) return what + " stopped: the communicator was aborted (hocclCommAbort)";

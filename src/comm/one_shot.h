@@ -86,16 +86,16 @@ class OneShotAllReduce {
 
   Communicator& comm_;
   device::Device& dev_;
-  char* area_ = nullptr;                   // this rank's area (device memory)
-  std::vector<char*> areas_;               // every rank's (the peers' mapped here)
-  uint32_t* words_ = nullptr;              // pinned: the abort word, then kRing status slots
-  device::Event last_ = nullptr;           // recorded after the latest launch
+  char* area_ = nullptr;          // this rank's area (device memory)
+  std::vector<char*> areas_;      // every rank's (the peers' mapped here)
+  uint32_t* words_ = nullptr;     // pinned: the abort word, then kRing status slots
+  device::Event last_ = nullptr;  // recorded after the latest launch
   std::mutex mu_;
-  uint64_t epoch_ = 0;                     // launches so far
-  uint64_t polled_ = 0;                    // launches whose status was read
-  std::vector<Launch> ring_;               // by epoch % kRing
-  std::string failure_;                    // the first failure
-  bool reported_ = false;                  // watch() reported a dead peer
+  uint64_t epoch_ = 0;        // launches so far
+  uint64_t polled_ = 0;       // launches whose status was read
+  std::vector<Launch> ring_;  // by epoch % kRing
+  std::string failure_;       // the first failure
+  bool reported_ = false;     // watch() reported a dead peer
   uint64_t timeoutNs_ = 0;
 };
 

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <vector>
@@ -145,6 +146,17 @@ int ordering(hocclComm_t comm, int rank, int n) {
   MP_CHECK(rank, hocclDeviceFree(out));
   MP_CHECK(rank, hocclDeviceFree(prepared));
   MP_CHECK(rank, hocclDeviceFree(snapshot));
+  MP_CHECK(rank, hocclStreamDestroy(s));
+  return 0;
+}
+
+// Ends a case run on `sub` (split from comm) after it failed: every rank has seen the failure before any aborts (an
+// abort is a verdict of its own), then sub is aborted and the case's device buffers and stream go.
+int endFailedCase(hocclComm_t comm, hocclComm_t sub, int rank, std::initializer_list<void*> buffers, hocclStream_t s) {
+  double one = 1, all = 0;
+  MP_CHECK(rank, hocclAllReduce(&one, &all, 1, hocclDouble, hocclSum, comm, nullptr));
+  hocclCommAbort(sub);
+  for (void* b : buffers) MP_CHECK(rank, hocclDeviceFree(b));
   MP_CHECK(rank, hocclStreamDestroy(s));
   return 0;
 }
@@ -292,12 +304,7 @@ int stagingMismatch(hocclComm_t comm, int rank) {
     return fail(rank, "the staging mismatch is not named: " + why);
   if (hocclAllReduce(buf, buf, 10, hocclFloat, hocclSum, sub, s) == hocclSuccess)
     return fail(rank, "the call after a staging mismatch succeeded");
-  double one = 1, all = 0;  // every rank has seen the failure before any aborts (an abort is a verdict of its own)
-  MP_CHECK(rank, hocclAllReduce(&one, &all, 1, hocclDouble, hocclSum, comm, nullptr));
-  hocclCommAbort(sub);
-  MP_CHECK(rank, hocclDeviceFree(buf));
-  MP_CHECK(rank, hocclStreamDestroy(s));
-  return 0;
+  return endFailedCase(comm, sub, rank, {buf}, s);
 }
 
 // Rank 0 passes device buffers (staged), the others host buffers, to the same all-reduce: every rank fails at once
@@ -370,13 +377,7 @@ int kindMismatch(hocclComm_t comm, int rank, size_t count, const std::string& co
       if (why.find(part) == std::string::npos ||
           (why.find("rank 1") == std::string::npos && why.find("ranks 1") == std::string::npos))
         return fail(rank, std::string("the buffer-kind mismatch does not name rank 1 and '") + part + "': " + why);
-  double one = 1, all = 0;  // every rank has seen the failure before any aborts (an abort is a verdict of its own)
-  MP_CHECK(rank, hocclAllReduce(&one, &all, 1, hocclDouble, hocclSum, comm, nullptr));
-  hocclCommAbort(sub);
-  MP_CHECK(rank, hocclDeviceFree(dev));
-  MP_CHECK(rank, hocclDeviceFree(devOut));
-  MP_CHECK(rank, hocclStreamDestroy(s));
-  return 0;
+  return endFailedCase(comm, sub, rank, {dev, devOut}, s);
 }
 
 // Without the mismatch check (HOCCL_CHECK_MISMATCH=0), device buffers everywhere: rank 0 all-reduces kCount floats,
@@ -409,13 +410,7 @@ int typeMismatch(hocclComm_t comm, int rank, size_t kCount) {
                           std::to_string(seconds) + " s: " + why);
   std::printf("rank %d: float vs int32, %zu elements on device buffers without the check: code %d after %.2f s: %s\n",
               rank, kCount, async, seconds, why.c_str());
-  double one = 1, all = 0;  // every rank has seen the failure before any aborts
-  MP_CHECK(rank, hocclAllReduce(&one, &all, 1, hocclDouble, hocclSum, comm, nullptr));
-  hocclCommAbort(sub);
-  MP_CHECK(rank, hocclDeviceFree(in));
-  MP_CHECK(rank, hocclDeviceFree(out));
-  MP_CHECK(rank, hocclStreamDestroy(s));
-  return 0;
+  return endFailedCase(comm, sub, rank, {in, out}, s);
 }
 
 // The direct path carried the ordering checks' bytes (ranks on one host, strict simulated device).
@@ -469,12 +464,7 @@ int directSizeMismatch(hocclComm_t comm, int rank) {
   MP_CHECK(rank, hocclDeviceMemcpy(after.data(), buf, kCount * sizeof(float)));
   if (std::memcmp(after.data(), pattern.data(), kCount * sizeof(float)) != 0)
     return fail(rank, "the refused transfer changed the buffer");
-  double one = 1, all = 0;  // every rank has seen the failure before any aborts
-  MP_CHECK(rank, hocclAllReduce(&one, &all, 1, hocclDouble, hocclSum, comm, nullptr));
-  hocclCommAbort(sub);
-  MP_CHECK(rank, hocclDeviceFree(buf));
-  MP_CHECK(rank, hocclStreamDestroy(s));
-  return 0;
+  return endFailedCase(comm, sub, rank, {buf}, s);
 }
 
 // See the file comment. Rank 1 exits (status 0) without joining the large call; rank 0 checks its error. With
