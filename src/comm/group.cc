@@ -211,6 +211,20 @@ void runOps(std::vector<Op> ops) {
 
 namespace {
 
+// Hands one communicator's numbered stream-ordered ops to it: a lone all-reduce that the one-kernel path takes
+// (comm/one_shot.h; also alone in a group, as nccl-tests and frameworks wrap single calls) goes onto the caller's
+// stream as one kernel; anything else goes to the proxy as one submission.
+void submitStreamOrdered(std::vector<Op> ops) {
+  Communicator& comm = *ops.front().comm;
+  OneShotAllReduce* oneShot = comm.oneShot();
+  if (ops.size() == 1 && oneShot && oneShot->takes(ops.front())) {
+    start(ops.front(), "one-kernel");
+    comm.proxy().launchOneShot(ops.front());
+    return;
+  }
+  comm.proxy().submit(std::move(ops));
+}
+
 // One collective call outside a group: resolved once (resolved()); where its shape is chosen online
 // (comm/online_choice.h), the shape's state machine first says which variant this call runs (resolved again for it),
 // and after the call completed it gets this rank's time of the call and agrees with the other ranks when due (still
@@ -255,13 +269,7 @@ void enqueue(const Op& in) {
   Op op = in;
   if (op.onDevice()) {
     number(op);
-    OneShotAllReduce* oneShot = op.comm->oneShot();
-    if (oneShot && oneShot->takes(op)) {  // one kernel on the caller's stream (comm/one_shot.h)
-      start(op, "one-kernel");
-      op.comm->proxy().launchOneShot(op);
-      return;
-    }
-    op.comm->proxy().submit({op});
+    submitStreamOrdered({op});
     return;
   }
   if (Proxy* p = op.comm->proxyIfAny()) p->drain();  // host calls run after the stream-ordered ones
@@ -300,7 +308,7 @@ void groupEnd() {
           number(mine.back());
           hostBuffers |= !op.onDevice();
         }
-      c->proxy().submit(std::move(mine));
+      submitStreamOrdered(std::move(mine));
       if (hostBuffers) c->proxy().drain();
     }
     ops.swap(host);

@@ -8,11 +8,11 @@
 ///   memory and two pinned host words, and exports the area; the ranks all-gather what they offer, map every peer's
 ///   area and all-gather whether that worked (and whether the devices reach each other). The path runs only when every
 ///   rank says yes, so every rank decides alike.
-/// - A call takes the path when it is one all-reduce (not in a group) of 1 to 64 KiB on device buffers with a built-in
-///   op (Avg: the sum, then the device's division) and the mismatch check does not want it (comm/call_check.h): the
-///   kernel compares every call's descriptor with every peer's, so every call on the path is checked anyway. The
-///   ranks' choice is the same for the same call; a rank whose call differs meets the others' descriptors (a
-///   mismatch on every rank) or, on host buffers, their notes on the call board.
+/// - A call takes the path when it is one all-reduce (alone, or alone in a group) of 1 to 64 KiB on device buffers with
+///   a built-in op (Avg: the sum, then the device's division) and the mismatch check does not want it
+///   (comm/call_check.h): the kernel compares every call's descriptor with every peer's, so every call on the path is
+///   checked anyway. The ranks' choice is the same for the same call; a rank whose call differs meets the others'
+///   descriptors (a mismatch on every rank) or, on host buffers, their notes on the call board.
 /// - Order: the launches of a communicator follow each other (each waits for the previous one's event), after the
 ///   proxy's earlier submissions, and before its later ones (Proxy orders both ways).
 /// - Failures: each launch has a slot of status words in pinned host memory (a ring of kRing); poll() reads the slots

@@ -221,24 +221,37 @@ int oneKernel(hocclComm_t comm, int rank, int n) {
   if (int e = allReduceBehindEarlierWork(sub, rank, s, in, out, prepared, snapshot, count, &seen)) return e;
   if (hoccl::OneShotAllReduce::launches() != before + 1)
     return fail(rank, "a small all-reduce on device buffers past the checked calls did not run as one kernel");
+  // Alone in a group (nccl-tests and frameworks wrap single calls in groups) it runs as one kernel too.
+  MP_CHECK(rank, hocclGroupStart());
+  MP_CHECK(rank, hocclAllReduce(in, snapshot, count, hocclFloat, hocclSum, sub, s));
+  MP_CHECK(rank, hocclGroupEnd());
+  MP_CHECK(rank, hocclStreamSynchronize(s));
+  if (hoccl::OneShotAllReduce::launches() != before + 2)
+    return fail(rank, "a group of one small all-reduce on device buffers did not run as one kernel");
+  std::vector<float> grouped(count);
+  MP_CHECK(rank, hocclDeviceMemcpy(grouped.data(), snapshot, count * sizeof(float)));
+  if (grouped != seen) return fail(rank, "the grouped one-kernel all-reduce gave another result than the plain one");
   const float ranks = float(n) * float(n + 1) / 2;
   for (size_t i = 0; i < count; ++i)
     if (seen[i] != ranks * float(1 + i % 5))
       return fail(rank, "one-kernel stream order: element " + std::to_string(i) + " is " + std::to_string(seen[i]) +
                             ", expected " + std::to_string(ranks * float(1 + i % 5)));
   // Across streams, in call order: sum (proxy, stream s, behind a pause), product (one kernel, stream t), sum
-  // (proxy, stream s). In this order v = n x S^n (S = 1 + ... + n); any other order gives another value.
+  // (proxy, stream s). In this order v = n x S^n (S = 1 + ... + n); any other order gives another value. The proxy's
+  // calls are groups of two (a group of one small all-reduce would run as one kernel).
   std::vector<double> v(300, rank + 1.0);
   double* dv = nullptr;
   MP_CHECK(rank, hocclDeviceMalloc(reinterpret_cast<void**>(&dv), v.size() * sizeof(double)));
   MP_CHECK(rank, hocclDeviceMemcpy(dv, v.data(), v.size() * sizeof(double)));
   dev->launchHostFunc(s, [] { std::this_thread::sleep_for(std::chrono::milliseconds(200)); });
-  MP_CHECK(rank, hocclGroupStart());  // a group runs on the proxy
+  MP_CHECK(rank, hocclGroupStart());
   MP_CHECK(rank, hocclAllReduce(dv, dv, v.size(), hocclFloat64, hocclSum, sub, s));
+  MP_CHECK(rank, hocclAllReduce(out, out, 1, hocclFloat, hocclSum, sub, s));
   MP_CHECK(rank, hocclGroupEnd());
   MP_CHECK(rank, hocclAllReduce(dv, dv, v.size(), hocclFloat64, hocclProd, sub, t));
   MP_CHECK(rank, hocclGroupStart());
   MP_CHECK(rank, hocclAllReduce(dv, dv, v.size(), hocclFloat64, hocclSum, sub, s));
+  MP_CHECK(rank, hocclAllReduce(out, out, 1, hocclFloat, hocclSum, sub, s));
   MP_CHECK(rank, hocclGroupEnd());
   MP_CHECK(rank, hocclStreamSynchronize(s));
   MP_CHECK(rank, hocclStreamSynchronize(t));
