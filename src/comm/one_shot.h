@@ -5,7 +5,7 @@
 ///
 /// - Set up at init, collectively (every rank of a communicator with the shm session's shortcuts and 2-8 ranks takes
 ///   part, whatever its own answer): a rank that wants the path (HOCCL_DEVICE_ONE_SHOT) allocates its area of device
-///   memory and two pinned host words, and exports the area; the ranks all-gather what they offer, map every peer's
+///   memory and pinned host words (an abort word, a ring of status slots), and exports the area; the ranks all-gather what they offer, map every peer's
 ///   area and all-gather whether that worked (and whether the devices reach each other). The path runs only when every
 ///   rank says yes, so every rank decides alike.
 /// - A call takes the path when it is one all-reduce (alone, or alone in a group) of 1 to 64 KiB on device buffers with
@@ -57,7 +57,8 @@ class OneShotAllReduce {
   void launch(const Op& op);
   /// Makes work queued on stream from now on wait for every launch so far.
   void orderBefore(device::Stream stream);
-  /// Waits until every launch so far has run (bounded by HOCCL_TIMEOUT and the communicator's health), then polls.
+  /// Waits until every launch so far has run (bounded by HOCCL_TIMEOUT; a failed or aborted communicator stops the
+  /// kernels through the abort word), then polls.
   void drain();
   /// Reads the status of finished launches; returns the first failure's message ("" while none).
   std::string poll();
