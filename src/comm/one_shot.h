@@ -1,13 +1,13 @@
 /// @file one_shot.h
-/// The host side of the one-kernel all-reduce (kernels/device/one_shot_phases.h has the kernel and its algorithm): small
-/// all-reduces on device buffers of the ranks of one host, launched straight onto the caller's stream, with no proxy
-/// thread in between (comm/proxy.h hands such calls here).
+/// The host side of the one-kernel all-reduce (kernels/device/one_shot_phases.h has the kernel and its algorithm):
+/// small all-reduces on device buffers of the ranks of one host, launched straight onto the caller's stream, with no
+/// proxy thread in between (comm/group.h hands such calls here, through the proxy, which keeps the order).
 ///
 /// - Set up at init, collectively (every rank of a communicator with the shm session's shortcuts and 2-8 ranks takes
 ///   part, whatever its own answer): a rank that wants the path (HOCCL_DEVICE_ONE_SHOT) allocates its area of device
-///   memory and pinned host words (an abort word, a ring of status slots), and exports the area; the ranks all-gather what they offer, map every peer's
-///   area and all-gather whether that worked (and whether the devices reach each other). The path runs only when every
-///   rank says yes, so every rank decides alike.
+///   memory and pinned host words (an abort word, a ring of status slots), and exports the area; the ranks all-gather
+///   what they offer, map every peer's area and all-gather whether that worked (and whether the devices reach each
+///   other). The path runs only when every rank says yes, so every rank decides alike.
 /// - A call takes the path when it is one all-reduce (alone, or alone in a group) of 1 to 64 KiB on device buffers with
 ///   a built-in op (Avg: the sum, then the device's division) and the mismatch check does not want it
 ///   (comm/call_check.h): the kernel compares every call's descriptor with every peer's, so every call on the path is
