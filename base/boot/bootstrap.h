@@ -36,6 +36,10 @@ struct RankInfo {
   char switchId[64] = {};   ///< the switch id string ("" = unknown)
   int32_t numaNode = -1;    ///< NUMA node the rank runs on (hwloc; -1 = unknown): orders the ranks of a host
   int32_t gpuRing = -1;     ///< position of the rank's GPU in its host's GPU ring (topology/gpu_topology.h; -1 = none)
+  /// 1 when the rank wants the one-kernel all-reduce (HOCCL_DEVICE_ONE_SHOT, src/comm/one_shot.h): its set-up rounds
+  /// run only when every rank does, so a job where any rank does not pays no round for it.
+  int32_t oneKernel = 0;
+  int32_t reserved = 0;  ///< zero: no padding travels
   /// CPUs the rank may run on (its affinity mask; all online CPUs when the mask cannot be read; empty = unknown). The
   /// union over a host's ranks gives the host's cores for the tuner (comm/host_cores.h), with no extra round.
   cpu_set_t cpus = {};

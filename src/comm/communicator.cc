@@ -67,6 +67,7 @@ boot::RankInfo describeSelf(const RankGpu& gpu) {
   if (!gpu.place.nicName.empty()) topo::setGpuNic(gpu.place.nicName);
   self.switchHash = switchId.empty() ? 0 : topo::hashId(switchId);
   self.cpus = usableCpuMask();  // every rank gets every mask with the rest: the host's cores (fewestHostCores)
+  self.oneKernel = OneShotAllReduce::wanted() ? 1 : 0;  // no set-up round unless every rank wants it (comm/one_shot.h)
   return self;
 }
 

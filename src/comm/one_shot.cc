@@ -35,20 +35,18 @@ struct Offer {
   char deviceKey[64] = {};  // device::Device::peerKey(), NUL-terminated
 };
 
-// HOCCL_DEVICE_ONE_SHOT: 1 on, 0 off, 2 (auto) on for the simulated device only (the variable, not the device, so that
-// asking creates no CUDA context on a machine whose program never touches a GPU).
-bool wanted() {
-  const int mode = static_cast<int>(params::DEVICE_ONE_SHOT.get());
-  if (mode != 2) return mode == 1;
-  return params::DEVICE.get() == "sim";
-}
-
 // The words of launch `epoch`'s status slot.
 uint32_t* statusOf(uint32_t* words, uint64_t epoch) {
   return words + 1 + (epoch % OneShotAllReduce::kRing) * os::kStatusWords;
 }
 
 }  // namespace
+
+bool OneShotAllReduce::wanted() {
+  const int mode = static_cast<int>(params::DEVICE_ONE_SHOT.get());
+  if (mode != 2) return mode == 1;
+  return params::DEVICE.get() == "sim";
+}
 
 std::atomic<uint64_t>& OneShotAllReduce::launches() {
   static std::atomic<uint64_t> n{0};
@@ -81,24 +79,28 @@ std::unique_ptr<OneShotAllReduce> OneShotAllReduce::setUp(Communicator& comm) {
   const int n = comm.nranks(), me = comm.rank();
   // The same answer on every rank: the shortcuts exist on every rank or on none (one host, the shm session).
   if (n < 2 || n > os::kMaxRanks || comm.shortcuts().empty()) return nullptr;
+  for (const boot::RankInfo& info : comm.bootstrap().ranks())  // the same answer on every rank, with no round
+    if (!info.oneKernel) {
+      if (!wanted())
+        HOCCL_INFO(kInit, "{}: no one-kernel all-reduce: HOCCL_DEVICE_ONE_SHOT is off here", comm.describe());
+      return nullptr;
+    }
   std::unique_ptr<OneShotAllReduce> path;
   std::vector<Offer> offers(static_cast<size_t>(n));
   Offer& mine = offers[static_cast<size_t>(me)];
   mine.pid = static_cast<int32_t>(getpid());
-  std::string why = "HOCCL_DEVICE_ONE_SHOT is off here";
-  if (wanted()) {
-    try {
-      device::Device* dev = device::current();
-      if (!dev) throwInvalidArgument("this process has no device");
-      path.reset(new OneShotAllReduce(comm, *dev));
-      mine.area = dev->exportHandle(path->area_);
-      const std::string key = dev->peerKey();
-      std::snprintf(mine.deviceKey, sizeof mine.deviceKey, "%s", key.c_str());
-      mine.willing = 1;
-    } catch (const Error& e) {
-      why = e.what();
-      path.reset();
-    }
+  std::string why;
+  try {
+    device::Device* dev = device::current();
+    if (!dev) throwInvalidArgument("this process has no device");
+    path.reset(new OneShotAllReduce(comm, *dev));
+    mine.area = dev->exportHandle(path->area_);
+    const std::string key = dev->peerKey();
+    std::snprintf(mine.deviceKey, sizeof mine.deviceKey, "%s", key.c_str());
+    mine.willing = 1;
+  } catch (const Error& e) {
+    why = e.what();
+    path.reset();
   }
   comm.bootstrap().allGather(offers.data(), sizeof(Offer));
   for (int r = 0; r < n; ++r) {

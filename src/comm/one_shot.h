@@ -3,8 +3,8 @@
 /// small all-reduces on device buffers of the ranks of one host, launched straight onto the caller's stream, with no
 /// proxy thread in between (comm/group.h hands such calls here, through the proxy, which keeps the order).
 ///
-/// - Set up at init, collectively (every rank of a communicator with the shm session's shortcuts and 2-8 ranks takes
-///   part, whatever its own answer): a rank that wants the path (HOCCL_DEVICE_ONE_SHOT) allocates its area of device
+/// - Set up at init, collectively (every rank of a communicator with the shm session's shortcuts and 2-8 ranks, all of
+///   which want it in their RankInfo, takes part, whatever its own device says): a rank that wants the path (HOCCL_DEVICE_ONE_SHOT) allocates its area of device
 ///   memory and pinned host words (an abort word, a ring of status slots), and exports the area; the ranks all-gather
 ///   what they offer, map every peer's area and all-gather whether that worked (and whether the devices reach each
 ///   other). The path runs only when every rank says yes, so every rank decides alike.
@@ -43,7 +43,11 @@ class OneShotAllReduce {
   /// Launches in flight at most (their status slots).
   static constexpr size_t kRing = 1024;
 
-  /// Collective at init (see the file comment): the path of comm, or null when any rank does not take it.
+  /// Whether this rank wants the path: HOCCL_DEVICE_ONE_SHOT 1, or 2 (auto) with HOCCL_DEVICE=sim (the variable, not
+  /// the device, so that asking creates no CUDA context). Every rank tells the others in its RankInfo.
+  static bool wanted();
+  /// Collective at init (see the file comment): the path of comm, or null when any rank does not take it. When a
+  /// rank's RankInfo says it does not want it, no rank runs a round.
   static std::unique_ptr<OneShotAllReduce> setUp(Communicator& comm);
   /// Stops waiting kernels (the abort word), waits (bounded) for the peers to be done with this rank's area, unmaps
   /// the peers' areas and frees this rank's.
